@@ -1,0 +1,32 @@
+# Two commands are all a new machine needs: `just serve` and `just test`.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Make .venv if missing and install the project (with test tools) into it.
+install:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    stamp=".venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
+    if [ ! -f "$stamp" ] || [ ! -x .venv/bin/cs ]; then
+        .venv/bin/python -m pip install --quiet --upgrade pip
+        .venv/bin/python -m pip install --quiet -e '.[test]'
+        rm -f .venv/.installed-*
+        touch "$stamp"
+    fi
+
+# Run the service in the embedded mode (SQLite, in-process worker) with a demo tenant.
+serve *ARGS: install
+    .venv/bin/cs serve --demo {{ARGS}}
+
+# The whole test suite, against the embedded mode and PostgreSQL + Redis.
+test *ARGS: install
+    .venv/bin/python -m pytest {{ARGS}}
+
+# Apply migrations to the configured database.
+migrate: install
+    .venv/bin/cs db upgrade
+
+# Benchmarks print their figures; see bench/.
+bench: install
+    .venv/bin/python bench/api_overhead.py

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import typer
+
+from cs_daemon import plans
+from cs_daemon.tenants import service as tenants
+
+from .context import runtime
+from .output import print_json, success, table
+
+app = typer.Typer(help="Tenants.", no_args_is_help=True)
+
+
+@app.command("create")
+def create(
+    name: str = typer.Argument(..., help="Tenant (company) name."),
+    owner_email: str = typer.Option(..., "--owner-email", help="Email of the first admin."),
+    plan: str = typer.Option("trial", "--plan", help="trial, starter, growth or scale."),
+    partner: bool = typer.Option(False, "--partner", help="Make it a partner tenant."),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
+):
+    """Create a tenant with its first admin member and an admin `full` key (shown once)."""
+    if plan not in plans.TIERS:
+        raise typer.BadParameter(f"must be one of {', '.join(plans.TIERS)}", param_hint="--plan")
+    if "@" not in owner_email:
+        raise typer.BadParameter("must be an email address", param_hint="--owner-email")
+    rt = runtime()
+    with rt.session() as s:
+        made = tenants.create(s, name=name, owner_email=owner_email, now=rt.now(),
+                              plan_tier=plan, partner=partner)
+    result = {"tenant_id": made.tenant.id, "api_key": made.key.secret, "member_id": made.owner.id}
+    if json_:
+        print_json(result)
+        return
+    success(f"tenant {made.tenant.name} ({made.tenant.slug}) created on plan {plan}")
+    table("", ["tenant_id", "member_id", "api_key (shown once)"],
+          [[result["tenant_id"], result["member_id"], result["api_key"]]])
+
+
+@app.command("list")
+def list_(json_: bool = typer.Option(False, "--json", help="Print a JSON document.")):
+    """List tenants."""
+    rt = runtime()
+    with rt.session() as s:
+        rows = tenants.list_all(s)
+    data = [{"id": t.id, "name": t.name, "slug": t.slug, "plan_tier": t.plan_tier,
+             "plan_status": t.plan_status, "kill_switch_active": t.kill_switch_active,
+             "shadow_mode": t.shadow_mode, "partner": t.partner, "created_at": t.created_at}
+            for t in rows]
+    if json_:
+        print_json({"tenants": data})
+        return
+    table("Tenants", ["id", "name", "plan", "status", "kill switch", "shadow", "created"],
+          [[d["id"], d["name"], d["plan_tier"], d["plan_status"], "on" if d["kill_switch_active"] else "off",
+            "on" if d["shadow_mode"] else "off", d["created_at"]] for d in data])

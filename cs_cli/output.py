@@ -1,0 +1,55 @@
+"""Rendering for the terminal: one JSON document with --json, rich tables otherwise;
+errors are one red line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _default(value: Any):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, default=_default, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for col in columns:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*("" if v is None else (v.isoformat(timespec="seconds") if isinstance(v, datetime) else str(v)) for v in row))
+    out.print(t)
+
+
+def success(message: str) -> None:
+    out.print(f"[green]✓[/green] {message}")
+
+
+class Failure(Exception):
+    """A command failed for a reason the user can fix; printed as one line."""
+
+    def __init__(self, message: str, code: str = "error", exit_code: int = 1):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.exit_code = exit_code
+
+
+def fail_line(message: str, code: str, json_mode: bool) -> None:
+    if json_mode:
+        print_json({"error": message, "code": code})
+    err.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)

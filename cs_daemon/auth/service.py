@@ -1,0 +1,143 @@
+"""Issue, verify, list and revoke API keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from ..errors import NotFound, Unauthorized, ValidationFailed
+from ..team.models import ROLES, Member
+from ..tenants.models import Tenant
+from . import keys
+from .access import PERMISSIONS
+from .models import ApiKey
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    key: ApiKey
+    secret: str
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the tenant, the key, its effective role and permissions."""
+
+    tenant_id: str
+    key_id: str
+    role: str
+    permissions: tuple[str, ...]
+    member_id: str | None
+    test: bool
+    plan_tier: str
+    partner: bool
+
+    @property
+    def actor(self) -> str:
+        return self.member_id or f"key:{self.key_id}"
+
+
+def issue(
+    session: Session,
+    tenant_id: str,
+    *,
+    role: str,
+    permissions: list[str],
+    now: datetime,
+    test: bool = False,
+    label: str | None = None,
+    member_id: str | None = None,
+) -> IssuedKey:
+    _check(role, permissions)
+    secret = keys.generate(test)
+    key = ApiKey(
+        tenant_id=tenant_id,
+        member_id=member_id,
+        label=label,
+        role=role,
+        permissions=sorted(set(permissions)),
+        test=test,
+        prefix=keys.prefix(secret),
+        digest=keys.digest(secret),
+        created_at=now,
+    )
+    session.add(key)
+    session.flush()
+    return IssuedKey(key, secret)
+
+
+def _check(role: str, permissions: list[str]) -> None:
+    details = []
+    if role not in ROLES:
+        details.append({"field": "role", "message": f"must be one of {', '.join(ROLES)}"})
+    if not permissions:
+        details.append({"field": "permissions", "message": "at least one permission is needed"})
+    for i, perm in enumerate(permissions):
+        if perm not in PERMISSIONS:
+            details.append(
+                {"field": f"permissions[{i}]", "message": f"must be one of {', '.join(PERMISSIONS)}"}
+            )
+    if details:
+        raise ValidationFailed("invalid API key request", details)
+
+
+def authenticate(session: Session, raw: str | None, *, now: datetime) -> Caller:
+    """The caller behind a bearer key; Unauthorized for a missing, unknown or revoked one."""
+    if not raw or not keys.well_formed(raw):
+        raise Unauthorized("missing or malformed API key")
+    row = session.execute(
+        select(ApiKey, Tenant.plan_tier, Tenant.partner, Member.role, Member.removed_at)
+        .join(Tenant, Tenant.id == ApiKey.tenant_id)
+        .outerjoin(Member, Member.id == ApiKey.member_id)
+        .where(ApiKey.digest == keys.digest(raw))
+    ).first()
+    if row is None:
+        raise Unauthorized("unknown API key")
+    key, plan_tier, partner, member_role, member_removed = row
+    if key.revoked_at is not None:
+        raise Unauthorized("this API key has been revoked")
+    if key.member_id is not None and member_removed is not None:
+        raise Unauthorized("the team member of this API key was removed")
+    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
+        _touch(session, key.id, now)
+    return Caller(
+        tenant_id=key.tenant_id,
+        key_id=key.id,
+        role=member_role or key.role,
+        permissions=tuple(key.permissions),
+        member_id=key.member_id,
+        test=key.test,
+        plan_tier=plan_tier,
+        partner=partner,
+    )
+
+
+def _touch(session: Session, key_id: str, now: datetime) -> None:
+    """Record use at most once a minute, with one conditional UPDATE (no read-modify-write)."""
+    session.execute(
+        update(ApiKey)
+        .where(ApiKey.id == key_id)
+        .where(or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION))
+        .values(last_used_at=now)
+    )
+
+
+def list_keys(session: Session, *, include_revoked: bool = False) -> list[ApiKey]:
+    query = select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)
+    if not include_revoked:
+        query = query.where(ApiKey.revoked_at.is_(None))
+    return list(session.scalars(query))
+
+
+def revoke(session: Session, key_id: str, *, now: datetime) -> ApiKey:
+    key = session.get(ApiKey, key_id)
+    if key is None:
+        raise NotFound("API key not found")
+    if key.revoked_at is None:
+        key.revoked_at = now
+    return key

@@ -1,0 +1,98 @@
+"""The cache store: Redis in production, a dict in the embedded mode. Small on purpose:
+counters for rate limits, values with a time to live (heartbeats, short-lived state)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+import redis
+
+from .config import Settings
+
+
+class Cache(Protocol):
+    def get(self, key: str) -> str | None: ...
+    def set(self, key: str, value: str, ttl: int | None = None) -> None: ...
+    def incr(self, key: str, ttl: int) -> int: ...
+    def ping(self) -> None: ...
+
+
+class MemoryCache:
+    def __init__(self):
+        self._data: dict[str, tuple[str, float | None]] = {}
+        self._lock = threading.Lock()
+
+    def _live(self, key: str):
+        item = self._data.get(key)
+        if item and item[1] is not None and item[1] <= time.monotonic():
+            del self._data[key]
+            return None
+        return item
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            item = self._live(key)
+            return item[0] if item else None
+
+    def set(self, key: str, value: str, ttl: int | None = None) -> None:
+        with self._lock:
+            self._data[key] = (value, time.monotonic() + ttl if ttl else None)
+            if len(self._data) > 100_000:
+                self._evict()
+
+    def incr(self, key: str, ttl: int) -> int:
+        with self._lock:
+            item = self._live(key)
+            value = int(item[0]) + 1 if item else 1
+            expires = item[1] if item else time.monotonic() + ttl
+            self._data[key] = (str(value), expires)
+            return value
+
+    def ping(self) -> None:
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def _evict(self) -> None:
+        now = time.monotonic()
+        for key in [k for k, (_, exp) in self._data.items() if exp is not None and exp <= now]:
+            del self._data[key]
+
+
+class RedisCache:
+    def __init__(self, url: str, prefix: str):
+        self.client = redis.Redis.from_url(
+            url, socket_timeout=1.0, socket_connect_timeout=1.0, health_check_interval=30
+        )
+        self.prefix = prefix + ":"
+
+    def get(self, key: str) -> str | None:
+        value = self.client.get(self.prefix + key)
+        return value.decode() if value is not None else None
+
+    def set(self, key: str, value: str, ttl: int | None = None) -> None:
+        self.client.set(self.prefix + key, value, ex=ttl)
+
+    def incr(self, key: str, ttl: int) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.incr(self.prefix + key)
+        pipe.expire(self.prefix + key, ttl, nx=True)
+        count, _ = pipe.execute()
+        return int(count)
+
+    def ping(self) -> None:
+        self.client.ping()
+
+
+_memory = MemoryCache()
+
+
+def make_cache(settings: Settings) -> Cache:
+    """Redis when configured; otherwise the one in-memory cache of this process."""
+    if settings.redis_url:
+        return RedisCache(settings.redis_url, settings.cs_redis_prefix)
+    return _memory

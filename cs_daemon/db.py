@@ -1,0 +1,223 @@
+"""Engine, sessions and the tenant scope.
+
+One transaction per request, command or job message: `session_scope()` commits on
+success and rolls back on error, and runs the callbacks registered with `on_commit`
+only after the commit (so an enqueued job never sees uncommitted rows).
+
+Tenant isolation is by construction: a session opened with `tenant_id` adds
+`tenant_id = :tenant` to every ORM query on a `TenantOwned` table and stamps new rows
+with it, so a service cannot forget the filter.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Callable, Iterator
+
+from sqlalchemy import JSON, DateTime, String, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, with_loader_criteria
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel, create_engine
+
+from .config import Settings
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes on both databases (SQLite keeps no time zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+def id_field(**kw):
+    return Field(default_factory=new_id, primary_key=True, max_length=36, **kw)
+
+
+def time_field(nullable: bool = True, **kw):
+    from sqlalchemy import Column
+
+    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, **kw))
+
+
+def json_field(default=None, nullable: bool = True):
+    from sqlalchemy import Column
+
+    factory = (lambda: type(default)()) if default is not None else (lambda: None)
+    return Field(default_factory=factory, sa_column=Column(JSON, nullable=nullable))
+
+
+class TenantOwned(SQLModel):
+    """Mixin of every tenant-owned table."""
+
+    tenant_id: str = Field(foreign_key="tenants.id", index=True, max_length=36)
+
+
+# --- engines ---------------------------------------------------------------------
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def get_engine(settings: Settings) -> Engine:
+    url = settings.db_url
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _make_engine(settings)
+            _engines[url] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+def _make_engine(settings: Settings) -> Engine:
+    if settings.is_sqlite:
+        settings.ensure_data_dir()
+        engine = create_engine(
+            settings.db_url, connect_args={"check_same_thread": False, "timeout": 30}
+        )
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        return engine
+    return create_engine(
+        settings.db_url,
+        pool_pre_ping=True,
+        pool_size=5,
+        max_overflow=10,
+        pool_timeout=5,
+        connect_args={"connect_timeout": 3},
+    )
+
+
+# --- sessions ---------------------------------------------------------------------
+
+
+@contextmanager
+def session_scope(
+    settings: Settings, *, tenant_id: str | None = None, commit: bool = True
+) -> Iterator[Session]:
+    """A unit of work. With `tenant_id`, every query is limited to that tenant."""
+    session = Session(get_engine(settings), expire_on_commit=False)
+    session.info["tenant_id"] = tenant_id
+    session.info["after_commit"] = []
+    try:
+        yield session
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        callbacks = session.info.pop("after_commit", []) if commit else []
+        session.close()
+    for fn, args in callbacks:
+        fn(*args)
+
+
+def on_commit(session: Session, fn: Callable, *args) -> None:
+    """Run `fn(*args)` once the session's transaction has committed (dropped on rollback)."""
+    session.info.setdefault("after_commit", []).append((fn, args))
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_callbacks(session: Session) -> None:
+    if "after_commit" in session.info:
+        session.info["after_commit"] = []
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _scope_to_tenant(state) -> None:
+    tenant_id = state.session.info.get("tenant_id")
+    if tenant_id is None or state.is_column_load or state.is_relationship_load:
+        return
+    if state.is_select or state.is_update or state.is_delete:
+        state.statement = state.statement.options(
+            *(
+                with_loader_criteria(model, lambda cls: cls.tenant_id == tenant_id, include_aliases=True)
+                for model in _tenant_owned_models()
+            )
+        )
+
+
+_owned_cache: tuple[int, list[type]] = (0, [])
+
+
+def _tenant_owned_models() -> list[type]:
+    """Every mapped table class with a tenant_id (the mixin itself is not mapped)."""
+    global _owned_cache
+    mappers = SQLModel._sa_registry.mappers
+    if _owned_cache[0] != len(mappers):
+        _owned_cache = (len(mappers), [m.class_ for m in mappers if issubclass(m.class_, TenantOwned)])
+    return _owned_cache[1]
+
+
+@event.listens_for(Session, "before_flush")
+def _stamp_tenant(session: Session, _ctx, _instances) -> None:
+    tenant_id = session.info.get("tenant_id")
+    if tenant_id is None:
+        return
+    for obj in session.new | session.dirty:
+        if isinstance(obj, TenantOwned):
+            if obj.tenant_id is None:
+                obj.tenant_id = tenant_id
+            elif obj.tenant_id != tenant_id:
+                raise RuntimeError("a row of another tenant cannot be written in this session")
+
+
+def utc(dt: datetime | None) -> datetime | None:
+    if dt is not None and dt.tzinfo is None:
+        return dt.replace(tzinfo=timezone.utc)
+    return dt
+
+
+__all__ = [
+    "JSON",
+    "String",
+    "TenantOwned",
+    "UTCDateTime",
+    "get_engine",
+    "id_field",
+    "json_field",
+    "new_id",
+    "on_commit",
+    "session_scope",
+    "time_field",
+]

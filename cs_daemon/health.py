@@ -1,0 +1,71 @@
+"""GET /api/health: database, cache, llm and jobs (decisions §16)."""
+
+from __future__ import annotations
+
+import time
+
+import requests
+from sqlalchemy import text
+
+from . import __version__
+from .db import get_engine
+from .jobs.heartbeat import FRESH_FOR, last_beat_age
+from .runtime import Runtime
+
+
+def _timed(fn) -> dict:
+    start = time.perf_counter()
+    try:
+        status = fn() or "ok"
+        result = {"status": status}
+    except Exception as exc:  # a check reports failure; it never raises
+        result = {"status": "error", "error": _one_line(exc)}
+    result["latency_ms"] = round((time.perf_counter() - start) * 1000, 2)
+    return result
+
+
+def _one_line(exc: Exception) -> str:
+    text_ = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text_[0] if text_ else ''}"[:300]
+
+
+def check(rt: Runtime) -> tuple[dict, bool]:
+    settings = rt.settings
+
+    def database():
+        with get_engine(settings).connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def cache():
+        if not settings.redis_url:
+            return "disabled"
+        rt.cache.ping()
+
+    def llm():
+        if not settings.llm_configured:
+            return "disabled"
+        base = (settings.openai_base_url or "https://api.openai.com/v1").rstrip("/")
+        headers = {"Authorization": f"Bearer {settings.openai_api_key}"} if settings.openai_api_key else {}
+        resp = requests.get(f"{base}/models", headers=headers, timeout=2, allow_redirects=False)
+        if resp.status_code >= 400:
+            raise RuntimeError(f"model server answered {resp.status_code}")
+
+    def jobs():
+        age = last_beat_age(rt.cache)
+        if age is None or age > FRESH_FOR:
+            raise RuntimeError("no worker heartbeat in the last 60 seconds")
+
+    checks = {
+        "database": _timed(database),
+        "cache": _timed(cache),
+        "llm": _timed(llm),
+        "jobs": _timed(jobs),
+    }
+    healthy = all(c["status"] in ("ok", "disabled") for c in checks.values())
+    body = {
+        "status": "ok" if healthy else "degraded",
+        "checks": checks,
+        "version": __version__,
+        "uptime_seconds": round(time.monotonic() - rt.started, 3),
+    }
+    return body, healthy

@@ -1,0 +1,11 @@
+"""Every table, imported in one place so metadata (and migrations) see them all."""
+
+from sqlmodel import SQLModel
+
+from .auth.models import ApiKey
+from .team.models import Member
+from .tenants.models import Tenant
+
+metadata = SQLModel.metadata
+
+__all__ = ["ApiKey", "Member", "Tenant", "metadata"]

@@ -1,0 +1,50 @@
+"""Per-key request limits: a fixed one-minute window counted in the cache store, so every
+API process sharing the cache shares the count (decisions §2)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from .cache import Cache
+
+log = logging.getLogger(__name__)
+WINDOW = 60
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_at: int  # unix seconds when the window ends
+    retry_after: int
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Remaining": str(self.remaining),
+            "X-RateLimit-Reset": str(self.reset_at),
+        }
+        if not self.allowed:
+            headers["Retry-After"] = str(self.retry_after)
+        return headers
+
+
+def hit(cache: Cache, key_id: str, limit: int, now: datetime) -> Verdict:
+    ts = now.timestamp()
+    window = int(ts // WINDOW)
+    reset_at = (window + 1) * WINDOW
+    try:
+        count = cache.incr(f"rl:{key_id}:{window}", WINDOW * 2)
+    except Exception as exc:  # the cache being down must not take the API down
+        log.warning("rate limit not applied, cache unreachable: %s", exc)
+        count = 0
+    return Verdict(
+        allowed=count <= limit,
+        limit=limit,
+        remaining=max(0, limit - count),
+        reset_at=reset_at,
+        retry_after=max(1, int(reset_at - ts + 0.999)),
+    )

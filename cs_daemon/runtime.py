@@ -1,0 +1,50 @@
+"""What one process needs to serve: settings, clock, cache and the unit-of-work factory.
+The web app and the CLI each build one and pass it down."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+import dramatiq
+from sqlalchemy.orm import Session
+
+from .cache import Cache, make_cache
+from .clock import Clock
+from .config import Settings
+from .db import session_scope
+from .jobs import broker as jobs_broker
+from .jobs.heartbeat import WorkerHeartbeat
+
+
+class Runtime:
+    def __init__(self, settings: Settings, clock: Clock | None = None):
+        self.settings = settings
+        self.clock = clock or Clock()
+        self.cache: Cache = make_cache(settings)
+        self.started = time.monotonic()
+        self.worker: dramatiq.Worker | None = None
+
+    def now(self):
+        return self.clock.now()
+
+    @contextmanager
+    def session(self, tenant_id: str | None = None, *, commit: bool = True) -> Iterator[Session]:
+        with session_scope(self.settings, tenant_id=tenant_id, commit=commit) as s:
+            yield s
+
+    def install_broker(self) -> dramatiq.Broker:
+        return jobs_broker.install(self.settings, [WorkerHeartbeat(self.cache)])
+
+    def start_worker(self) -> dramatiq.Worker:
+        """The in-process worker of the embedded mode (one per process)."""
+        broker = self.install_broker()
+        self.worker = dramatiq.Worker(broker, worker_threads=self.settings.cs_worker_threads)
+        self.worker.start()
+        return self.worker
+
+    def stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None

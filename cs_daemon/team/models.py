@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Field
+
+from ..db import TenantOwned, id_field, new_id, time_field
+
+ROLES = ("admin", "editor", "viewer")
+
+
+class Member(TenantOwned, table=True):
+    __tablename__ = "members"
+
+    id: str = id_field()
+    user_id: str = Field(default_factory=new_id, max_length=36)
+    email: str = Field(max_length=320)
+    name: str | None = Field(default=None, max_length=200)
+    role: str = Field(max_length=10)
+    created_at: datetime = time_field(nullable=False)
+    removed_at: datetime | None = time_field()

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Field, SQLModel
+
+from ..db import id_field, json_field, time_field
+
+
+class Tenant(SQLModel, table=True):
+    __tablename__ = "tenants"
+
+    id: str = id_field()
+    name: str = Field(max_length=200)
+    slug: str = Field(max_length=80, unique=True)
+    config: dict = json_field(default={}, nullable=False)
+    brand_context: dict | None = json_field()
+    plan_tier: str = Field(default="trial", max_length=20)
+    plan_status: str = Field(default="trialing", max_length=20)
+    tracked_user_limit: int | None = Field(default=1_000)
+    kill_switch_active: bool = False
+    shadow_mode: bool = False
+    partner: bool = False
+    partner_tenant_id: str | None = Field(default=None, foreign_key="tenants.id", max_length=36)
+    created_at: datetime = time_field(nullable=False)

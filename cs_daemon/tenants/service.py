@@ -1,0 +1,169 @@
+"""Tenants and their settings: creation with an owner, config, brand context and the two
+safety flags (kill switch, shadow mode)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .. import plans
+from ..auth import service as auth
+from ..errors import NotFound, ValidationFailed
+from ..team.models import Member
+from .models import Tenant
+
+SHADOW_MODE_DURATION = timedelta(hours=72)
+APPROVAL_MODES = ("suggest_only", "semi_auto", "full_auto")
+
+
+@dataclass(frozen=True)
+class CreatedTenant:
+    tenant: Tenant
+    owner: Member
+    key: auth.IssuedKey
+
+
+def create(
+    session: Session,
+    *,
+    name: str,
+    owner_email: str,
+    now: datetime,
+    plan_tier: str = "trial",
+    partner: bool = False,
+    partner_tenant_id: str | None = None,
+) -> CreatedTenant:
+    """A tenant, its first admin member and that member's admin `full` key."""
+    name = name.strip()
+    if not name:
+        raise ValidationFailed("name must not be empty", [{"field": "name", "message": "must not be empty"}])
+    if plan_tier not in plans.TIERS:
+        raise ValidationFailed(
+            f"unknown plan {plan_tier!r}",
+            [{"field": "plan_tier", "message": f"must be one of {', '.join(plans.TIERS)}"}],
+        )
+    tenant = Tenant(
+        name=name,
+        slug=_unique_slug(session, name),
+        plan_tier=plan_tier,
+        plan_status="trialing" if plan_tier == "trial" else "active",
+        tracked_user_limit=plans.plan(plan_tier).tracked_users,
+        partner=partner,
+        partner_tenant_id=partner_tenant_id,
+        config={},
+        created_at=now,
+    )
+    session.add(tenant)
+    session.flush()
+    owner = Member(tenant_id=tenant.id, email=owner_email, role="admin", created_at=now)
+    session.add(owner)
+    session.flush()
+    key = auth.issue(
+        session, tenant.id, role="admin", permissions=["full"], now=now,
+        label="owner", member_id=owner.id,
+    )
+    return CreatedTenant(tenant, owner, key)
+
+
+def _unique_slug(session: Session, name: str) -> str:
+    base = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "tenant"
+    taken = set(
+        session.scalars(select(Tenant.slug).where(Tenant.slug.like(f"{base}%")))
+    )
+    slug, n = base, 1
+    while slug in taken:
+        n += 1
+        slug = f"{base}-{n}"
+    return slug
+
+
+def get(session: Session, tenant_id: str, *, now: datetime) -> Tenant:
+    """The tenant, with an expired shadow mode switched off on the way."""
+    tenant = session.get(Tenant, tenant_id)
+    if tenant is None:
+        raise NotFound("tenant not found")
+    expires = (tenant.config or {}).get("shadow_mode_expires_at")
+    if tenant.shadow_mode and expires and datetime.fromisoformat(expires) <= now:
+        _set_shadow(tenant, False, now)
+    return tenant
+
+
+def list_all(session: Session) -> list[Tenant]:
+    return list(session.scalars(select(Tenant).order_by(Tenant.created_at)))
+
+
+def count(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(Tenant)) or 0
+
+
+def update_settings(
+    session: Session,
+    tenant_id: str,
+    *,
+    now: datetime,
+    name: str | None = None,
+    config: dict | None = None,
+    approval_mode: str | None = None,
+    onboarding_completed: bool | None = None,
+) -> Tenant:
+    """Rename and merge config keys (a key set to null is removed)."""
+    tenant = get(session, tenant_id, now=now)
+    if name is not None:
+        tenant.name = name
+    merged = dict(tenant.config or {})
+    for key, value in (config or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    if approval_mode is not None:
+        merged["approvalMode"] = approval_mode
+    if onboarding_completed is not None:
+        merged["onboardingCompleted"] = onboarding_completed
+    _validate_config(merged)
+    tenant.config = merged
+    return tenant
+
+
+def _validate_config(config: dict) -> None:
+    details = []
+    mode = config.get("approvalMode")
+    if mode is not None and mode not in APPROVAL_MODES:
+        details.append({"field": "config.approvalMode", "message": f"must be one of {', '.join(APPROVAL_MODES)}"})
+    if config.get("crm_webhook_url") and not config.get("crm_webhook_secret"):
+        details.append({"field": "config.crm_webhook_secret", "message": "is required with crm_webhook_url"})
+    if details:
+        raise ValidationFailed("invalid settings", details)
+
+
+def update_brand(session: Session, tenant_id: str, *, now: datetime, fields: dict) -> Tenant:
+    """Upsert the brand context: given fields replace, others stay."""
+    tenant = get(session, tenant_id, now=now)
+    tenant.brand_context = {**(tenant.brand_context or {}), **fields}
+    return tenant
+
+
+def set_kill_switch(session: Session, tenant_id: str, active: bool, *, now: datetime) -> Tenant:
+    tenant = get(session, tenant_id, now=now)
+    tenant.kill_switch_active = active
+    return tenant
+
+
+def set_shadow_mode(session: Session, tenant_id: str, active: bool, *, now: datetime) -> Tenant:
+    tenant = get(session, tenant_id, now=now)
+    _set_shadow(tenant, active, now)
+    return tenant
+
+
+def _set_shadow(tenant: Tenant, active: bool, now: datetime) -> None:
+    config = dict(tenant.config or {})
+    if active:
+        config["shadow_mode_expires_at"] = (now + SHADOW_MODE_DURATION).isoformat()
+    else:
+        config.pop("shadow_mode_expires_at", None)
+    tenant.shadow_mode = active
+    tenant.config = config

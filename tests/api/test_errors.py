@@ -1,0 +1,80 @@
+"""One JSON error shape; limits of decisions §2."""
+
+from __future__ import annotations
+
+from tests.conftest import auth
+
+
+def test_unknown_route_is_json_404(client):
+    resp = client.get("/api/nothing-here")
+    assert resp.status_code == 404
+    assert resp.is_json and resp.json["code"] == "not_found" and resp.json["error"]
+
+
+def test_wrong_method_is_json_405(client, tenant):
+    resp = client.delete("/api/settings", headers=auth(tenant.key))
+    assert resp.status_code == 405
+    assert resp.is_json and resp.json["error"]
+    assert "GET" in resp.headers["Allow"]
+
+
+def test_malformed_json_is_400_validation_failed(client, tenant):
+    resp = client.patch("/api/settings", data=b"{not json", headers={**auth(tenant.key),
+                        "Content-Type": "application/json"})
+    assert resp.status_code == 400
+    assert resp.json["code"] == "validation_failed"
+    assert resp.json["details"][0]["field"] == "body"
+
+
+def test_non_object_body_is_400(client, tenant):
+    resp = client.patch("/api/settings", json=[1, 2], headers=auth(tenant.key))
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+
+
+def test_body_over_one_mebibyte_is_413(client, tenant):
+    big = b'{"name": "' + b"x" * (1024 * 1024) + b'"}'
+    resp = client.patch("/api/settings", data=big, headers={**auth(tenant.key),
+                        "Content-Type": "application/json"})
+    assert resp.status_code == 413
+    assert resp.json["code"] == "payload_too_large"
+
+
+def test_unexpected_error_is_json_500_without_trace(app, client, tenant, monkeypatch):
+    from cs_daemon.tenants import service
+
+    def boom(*a, **kw):
+        raise RuntimeError("secret internals /path/to/file.py line 3")
+
+    monkeypatch.setattr(service, "get", boom)
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    resp = client.get("/api/settings", headers=auth(tenant.key))
+    assert resp.status_code == 500
+    assert resp.json == {"error": "internal server error", "code": "internal"}
+    assert b"Traceback" not in resp.data and b"secret internals" not in resp.data
+
+
+def test_rate_limit_headers_and_429(client, tenant, clock):
+    h = auth(tenant.key)
+    first = client.get("/api/settings", headers=h)
+    assert first.headers["X-RateLimit-Limit"] == "600"
+    assert first.headers["X-RateLimit-Remaining"] == "599"
+    reset = int(first.headers["X-RateLimit-Reset"])
+    assert reset > clock.now().timestamp()
+    for _ in range(599):
+        assert client.get("/api/settings", headers=h).status_code == 200
+    resp = client.get("/api/settings", headers=h)
+    assert resp.status_code == 429
+    assert resp.json["code"] == "rate_limited"
+    assert int(resp.headers["Retry-After"]) >= 1
+    assert resp.headers["X-RateLimit-Remaining"] == "0"
+    # another key of the same tenant has its own budget; health is exempt
+    assert client.get("/api/settings", headers=auth(tenant.issue())).status_code == 200
+    assert "X-RateLimit-Limit" not in client.get("/api/health").headers
+    clock.advance(seconds=61)
+    assert client.get("/api/settings", headers=h).status_code == 200
+
+
+def test_rate_limit_follows_plan(client, make_tenant):
+    growth = make_tenant("Big", plan_tier="growth")
+    resp = client.get("/api/settings", headers=auth(growth.key))
+    assert resp.headers["X-RateLimit-Limit"] == "6000"

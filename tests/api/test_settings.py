@@ -1,0 +1,112 @@
+"""Settings endpoints (spec "Settings", decisions §7, §12)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import auth
+
+
+def test_get_settings_shape(client, tenant):
+    resp = client.get("/api/settings", headers=auth(tenant.key))
+    assert resp.status_code == 200
+    body = resp.json
+    assert set(body) == {"tenant", "brand_context", "api_keys"}
+    t = body["tenant"]
+    assert {"id", "name", "slug", "config", "plan_tier", "plan_status", "tracked_user_limit",
+            "kill_switch_active", "shadow_mode", "created_at"} <= set(t)
+    assert t["plan_tier"] == "trial" and t["plan_status"] == "trialing"
+    assert t["tracked_user_limit"] == 1000
+    assert t["kill_switch_active"] is False and t["shadow_mode"] is False
+    assert body["brand_context"] is None
+
+
+def test_patch_settings_merges_config(client, tenant):
+    h = auth(tenant.key)
+    resp = client.patch("/api/settings", headers=h, json={
+        "name": "Acme Inc", "config": {"milestones": ["created_project"], "x": 1},
+        "approvalMode": "semi_auto", "onboardingCompleted": True, "unknown_field": "ignored"})
+    assert resp.status_code == 200
+    assert resp.json["name"] == "Acme Inc"
+    cfg = resp.json["config"]
+    assert cfg["milestones"] == ["created_project"] and cfg["approvalMode"] == "semi_auto"
+    assert cfg["onboardingCompleted"] is True and "unknown_field" not in cfg
+    resp = client.patch("/api/settings", headers=h, json={"config": {"x": None, "y": 2}})
+    assert resp.json["config"] == {"milestones": ["created_project"], "approvalMode": "semi_auto",
+                                   "onboardingCompleted": True, "y": 2}
+    stored = client.get("/api/settings", headers=h).json["tenant"]
+    assert stored["name"] == "Acme Inc" and stored["config"]["y"] == 2
+
+
+@pytest.mark.parametrize("payload, field", [
+    ({"name": ""}, "name"),
+    ({"approvalMode": "yolo"}, "approvalMode"),
+    ({"config": "not an object"}, "config"),
+    ({"onboardingCompleted": "maybe"}, "onboardingCompleted"),
+    ({"config": {"crm_webhook_url": "https://crm.example/hook"}}, "config.crm_webhook_secret"),
+])
+def test_patch_settings_rejects_bad_input_and_changes_nothing(client, tenant, payload, field):
+    h = auth(tenant.key)
+    before = client.get("/api/settings", headers=h).json["tenant"]
+    resp = client.patch("/api/settings", headers=h, json=payload)
+    assert resp.status_code == 400
+    assert resp.json["code"] == "validation_failed"
+    assert field in [d["field"] for d in resp.json["details"]]
+    assert client.get("/api/settings", headers=h).json["tenant"] == before
+
+
+def test_brand_upsert(client, tenant):
+    h = auth(tenant.key)
+    resp = client.patch("/api/settings/brand", headers=h, json={
+        "product_description": "Invoicing for plumbers", "things_to_avoid": ["cheap"]})
+    assert resp.status_code == 200 and resp.json == {"updated": True}
+    resp = client.patch("/api/settings/brand", headers=h, json={"tone_guidelines": "warm"})
+    brand = client.get("/api/settings", headers=h).json["brand_context"]
+    assert brand == {"product_description": "Invoicing for plumbers", "tone_guidelines": "warm",
+                     "things_to_mention": None, "things_to_avoid": ["cheap"]}
+    resp = client.patch("/api/settings/brand", headers=h, json={"things_to_mention": "not a list"})
+    assert resp.status_code == 400 and resp.json["details"][0]["field"] == "things_to_mention"
+
+
+@pytest.mark.parametrize("path, field", [("/api/settings/kill-switch", "kill_switch_active"),
+                                         ("/api/settings/shadow-mode", "shadow_mode")])
+def test_flags_work_for_admin_and_are_refused_to_editor(client, tenant, path, field):
+    editor = tenant.issue("editor", ["full"])
+    resp = client.put(path, json={"active": True}, headers=auth(editor))
+    assert resp.status_code == 403 and resp.json["code"] == "forbidden"
+    resp = client.put(path, json={"active": True}, headers=auth(tenant.key))
+    assert resp.status_code == 200 and resp.json[field] is True
+    assert client.get("/api/settings", headers=auth(tenant.key)).json["tenant"][field] is True
+    resp = client.put(path, json={"active": False}, headers=auth(tenant.key))
+    assert resp.status_code == 200 and resp.json[field] is False
+    resp = client.put(path, json={}, headers=auth(tenant.key))
+    assert resp.status_code == 400 and resp.json["details"][0]["field"] == "active"
+
+
+def test_editor_may_change_settings_and_brand(client, tenant):
+    editor = tenant.issue("editor", ["full"])
+    assert client.patch("/api/settings", json={"name": "N"}, headers=auth(editor)).status_code == 200
+    assert client.patch("/api/settings/brand", json={"tone_guidelines": "t"},
+                        headers=auth(editor)).status_code == 200
+
+
+def test_shadow_mode_turns_itself_off_after_72_hours(client, tenant, clock):
+    h = auth(tenant.key)
+    resp = client.put("/api/settings/shadow-mode", json={"active": True}, headers=h)
+    assert resp.json["shadow_mode"] is True
+    assert resp.json["shadow_mode_expires_at"].startswith("2026-11-05T09:30")
+    clock.advance(hours=71, minutes=59)
+    assert client.get("/api/settings", headers=h).json["tenant"]["shadow_mode"] is True
+    clock.advance(minutes=1)
+    tenant_body = client.get("/api/settings", headers=h).json["tenant"]
+    assert tenant_body["shadow_mode"] is False
+    assert "shadow_mode_expires_at" not in tenant_body["config"]
+
+
+def test_turning_shadow_mode_on_again_restarts_the_72_hours(client, tenant, clock):
+    h = auth(tenant.key)
+    client.put("/api/settings/shadow-mode", json={"active": True}, headers=h)
+    clock.advance(hours=70)
+    client.put("/api/settings/shadow-mode", json={"active": True}, headers=h)
+    clock.advance(hours=70)
+    assert client.get("/api/settings", headers=h).json["tenant"]["shadow_mode"] is True

@@ -1,0 +1,182 @@
+"""Endpoint declarations: one decorator names the method, path, access class and the
+pydantic models of body, query and response. The same declaration registers the Flask
+route, runs authentication, rate limiting, the access table and validation, and feeds
+the OpenAPI document, so the document cannot drift from the code."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from flask import Blueprint, Response, current_app, g, request
+from pydantic import BaseModel, ValidationError
+
+from cs_daemon import ratelimit
+from cs_daemon.auth import service as auth
+from cs_daemon.auth.access import ACCESS, refusal
+from cs_daemon.auth.service import Caller
+from cs_daemon.errors import Forbidden, RateLimited, ServiceError, ValidationFailed
+from cs_daemon.plans import plan
+from cs_daemon.runtime import Runtime
+
+_PARAM = re.compile(r"{(\w+)}")
+
+
+@dataclass
+class Endpoint:
+    method: str
+    path: str
+    access: str
+    handler: Callable
+    summary: str
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    status: int = 200
+    errors: tuple[int, ...] = ()
+    tag: str = ""
+    responses: dict[int, type[BaseModel] | None] = field(default_factory=dict)
+
+    @property
+    def flask_path(self) -> str:
+        return _PARAM.sub(r"<\1>", self.path)
+
+    @property
+    def name(self) -> str:
+        return self.handler.__name__
+
+
+@dataclass
+class Call:
+    """What a handler gets: the runtime, the caller, the open unit of work and the
+    validated input."""
+
+    rt: Runtime
+    session: Any
+    caller: Caller | None
+    body: Any = None
+    query: Any = None
+
+    @property
+    def now(self):
+        return self.rt.now()
+
+    @property
+    def tenant_id(self) -> str:
+        assert self.caller is not None
+        return self.caller.tenant_id
+
+
+class Api:
+    """A group of endpoints (one spec section); registered on the app as a blueprint."""
+
+    def __init__(self, tag: str):
+        self.tag = tag
+        self.endpoints: list[Endpoint] = []
+
+    def route(self, method: str, path: str, *, access: str, summary: str, body=None,
+              query=None, response=None, status: int = 200, errors: tuple[int, ...] = (),
+              responses: dict | None = None):
+        if access not in ACCESS:
+            raise ValueError(f"unknown access class {access!r}")
+
+        def decorate(fn: Callable) -> Callable:
+            self.endpoints.append(Endpoint(
+                method=method.upper(), path=path, access=access, handler=fn, summary=summary,
+                body=body, query=query, response=response, status=status, errors=errors,
+                tag=self.tag, responses=responses or {},
+            ))
+            return fn
+
+        return decorate
+
+    def blueprint(self) -> Blueprint:
+        bp = Blueprint(self.tag.lower().replace(" ", "_"), __name__)
+        for ep in self.endpoints:
+            bp.add_url_rule(ep.flask_path, ep.name, _view(ep), methods=[ep.method])
+        return bp
+
+
+def _view(ep: Endpoint) -> Callable:
+    def view(**path_params):
+        rt: Runtime = current_app.extensions["cs"]
+        with rt.session() as session:
+            caller = _authorize(rt, session, ep)
+            call = Call(rt, session, caller)
+            if ep.query is not None:
+                call.query = _validate(ep.query, request.args.to_dict(), "query")
+            if ep.body is not None:
+                call.body = _validate(ep.body, _json_body(), "body")
+            result = ep.handler(call, **path_params)
+        return render(result, ep.status)
+
+    view.__name__ = ep.name
+    return view
+
+
+def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
+    if ACCESS[ep.access] is None:
+        return None
+    header = request.headers.get("Authorization", "")
+    raw = header[7:].strip() if header[:7].lower() == "bearer " else None
+    caller = auth.authenticate(session, raw, now=rt.now())
+    session.info["tenant_id"] = caller.tenant_id
+    verdict = ratelimit.hit(rt.cache, caller.key_id, plan(caller.plan_tier).requests_per_minute, rt.now())
+    g.rate_headers = verdict.headers()
+    if not verdict.allowed:
+        raise RateLimited(f"rate limit of {verdict.limit} requests a minute reached; retry in {verdict.retry_after} s")
+    why = refusal(ep.access, role=caller.role, permissions=list(caller.permissions), partner=caller.partner)
+    if why:
+        raise Forbidden(why)
+    return caller
+
+
+def _json_body() -> Any:
+    raw = request.get_data(cache=False)
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed("the request body is not valid JSON",
+                               [{"field": "body", "message": str(exc)}]) from None
+
+
+def _validate(model: type[BaseModel], data: Any, where: str):
+    if not isinstance(data, dict):
+        raise ValidationFailed(f"the request {where} must be a JSON object",
+                               [{"field": where, "message": "must be an object"}])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = [{"field": _loc(e["loc"]) or where, "message": e["msg"]} for e in exc.errors()]
+        first = details[0]
+        raise ValidationFailed(f"invalid {where}: {first['field']}: {first['message']}", details) from None
+
+
+def _loc(loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def render(result: Any, status: int = 200) -> Response:
+    if isinstance(result, tuple):
+        result, status = result
+    if isinstance(result, Response):
+        return result
+    if isinstance(result, BaseModel):
+        payload = result.model_dump_json()
+    else:
+        payload = json.dumps(result, default=str)
+    return Response(payload, status=status, mimetype="application/json")
+
+
+def error_response(exc: ServiceError) -> Response:
+    resp = Response(json.dumps(exc.body()), status=exc.status, mimetype="application/json")
+    if exc.status == 401:
+        resp.headers["WWW-Authenticate"] = 'Bearer realm="api"'
+    return resp

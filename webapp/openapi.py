@@ -1,0 +1,122 @@
+"""The OpenAPI 3.1 document, built from the endpoint declarations and their pydantic
+models (the same ones that validate requests)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from cs_daemon import __version__
+from cs_daemon.auth.access import ACCESS
+from cs_daemon.schemas import ErrorBody
+
+from .api import Endpoint
+
+REF = "#/components/schemas/{model}"
+_ERROR_TEXT = {
+    400: "Validation failed (code validation_failed, with details)",
+    401: "Missing, malformed, unknown or revoked API key",
+    403: "The key's role or permissions do not allow this",
+    404: "Not found (also for another tenant's ids)",
+    409: "Conflict with the current state",
+    410: "Gone",
+    429: "Rate limit reached (see Retry-After)",
+    503: "A dependency is not configured or not reachable",
+}
+
+
+def document() -> dict[str, Any]:
+    from . import all_apis
+
+    endpoints = [ep for api in all_apis() for ep in api.endpoints]
+    schemas = _schemas(endpoints)
+    paths: dict[str, dict] = {}
+    for ep in endpoints:
+        paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Customer Success Automation Service",
+            "version": __version__,
+            "description": "Interface version 1.0.0. Errors are JSON {error, code}.",
+        },
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer",
+                           "description": "rt_live_… or rt_test_… API key"},
+            },
+        },
+    }
+
+
+def _models(ep: Endpoint):
+    if ep.body is not None:
+        yield ep.body, "validation"
+    for model in [ep.response, *ep.responses.values()]:
+        if model is not None:
+            yield model, "serialization"
+
+
+def _schemas(endpoints: list[Endpoint]) -> dict[str, Any]:
+    pairs = {(ErrorBody, "serialization")}
+    for ep in endpoints:
+        pairs.update(_models(ep))
+    _, top = models_json_schema(sorted(pairs, key=lambda p: (p[0].__name__, p[1])), ref_template=REF)
+    return top.get("$defs", {})
+
+
+def _ref(model) -> dict:
+    return {"$ref": REF.format(model=model.__name__)}
+
+
+def _operation(ep: Endpoint) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "operationId": ep.name,
+        "summary": ep.summary,
+        "tags": [ep.tag],
+        "parameters": [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in re.findall(r"{(\w+)}", ep.path)
+        ],
+    }
+    rule = ACCESS[ep.access]
+    if rule is None:
+        op["security"] = []
+    else:
+        op["security"] = [{"bearer": []}]
+        op["x-access"] = {"class": ep.access, "roles": sorted(rule.roles),
+                          "permissions": sorted(rule.permissions)}
+    if ep.query is not None:
+        for name, f in ep.query.model_fields.items():
+            op["parameters"].append({
+                "name": name, "in": "query", "required": f.is_required(),
+                "schema": ep.query.model_json_schema()["properties"][name],
+                **({"description": f.description} if f.description else {}),
+            })
+    if ep.body is not None:
+        op["requestBody"] = {"required": True,
+                             "content": {"application/json": {"schema": _ref(ep.body)}}}
+    ok: dict[str, Any] = {"description": "Success"}
+    if ep.response is not None:
+        ok["content"] = {"application/json": {"schema": _ref(ep.response)}}
+    else:
+        ok["content"] = {"application/json": {"schema": {"type": "object"}}}
+    responses: dict[str, Any] = {str(ep.status): ok}
+    error_codes = set(ep.errors)
+    if ep.body is not None or ep.query is not None:
+        error_codes.add(400)
+    if rule is not None:
+        error_codes.update({401, 403, 429})
+    for code in sorted(error_codes):
+        responses[str(code)] = {"description": _ERROR_TEXT.get(code, "Error"),
+                                "content": {"application/json": {"schema": _ref(ErrorBody)}}}
+    for code, model in ep.responses.items():
+        responses[str(code)] = {"description": _ERROR_TEXT.get(code, "Alternative answer"),
+                                "content": {"application/json": {"schema": _ref(model)}}}
+    op["responses"] = responses
+    return op
