@@ -11,8 +11,21 @@ from typing import Any, Iterable
 from rich.console import Console
 from rich.table import Table
 
-out = Console()
-err = Console(stderr=True)
+class _Lazy:
+    """A rich console made at use, so a redirected stream (a pipe, a test) is honoured;
+    piped output is not squeezed into 80 columns."""
+
+    def __init__(self, stderr: bool):
+        self.stderr = stderr
+
+    def print(self, *args, **kwargs) -> None:
+        stream = sys.stderr if self.stderr else sys.stdout
+        width = None if stream.isatty() else 160
+        Console(file=stream, width=width).print(*args, **kwargs)
+
+
+out = _Lazy(stderr=False)
+err = _Lazy(stderr=True)
 
 
 def _default(value: Any):
@@ -29,7 +42,7 @@ def print_json(data: Any) -> None:
 def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
     t = Table(title=title, title_justify="left", header_style="bold")
     for col in columns:
-        t.add_column(col)
+        t.add_column(col, overflow="fold", no_wrap=col in ("id", "prefix", "tenant_id", "member_id"))
     for row in rows:
         t.add_row(*("" if v is None else (v.isoformat(timespec="seconds") if isinstance(v, datetime) else str(v)) for v in row))
     out.print(t)

@@ -31,10 +31,10 @@ def document() -> dict[str, Any]:
     from . import all_apis
 
     endpoints = [ep for api in all_apis() for ep in api.endpoints]
-    schemas = _schemas(endpoints)
+    refs, schemas = _schemas(endpoints)
     paths: dict[str, dict] = {}
     for ep in endpoints:
-        paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep)
+        paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep, refs)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -62,19 +62,23 @@ def _models(ep: Endpoint):
             yield model, "serialization"
 
 
-def _schemas(endpoints: list[Endpoint]) -> dict[str, Any]:
+def _schemas(endpoints: list[Endpoint]):
+    """Component schemas, and the $ref of each (model, mode): pydantic names a model
+    that differs between input and output `Name-Input` / `Name-Output`."""
     pairs = {(ErrorBody, "serialization")}
     for ep in endpoints:
         pairs.update(_models(ep))
-    _, top = models_json_schema(sorted(pairs, key=lambda p: (p[0].__name__, p[1])), ref_template=REF)
-    return top.get("$defs", {})
+    refs, top = models_json_schema(sorted(pairs, key=lambda p: (p[0].__name__, p[1])), ref_template=REF)
+    return refs, top.get("$defs", {})
 
 
-def _ref(model) -> dict:
-    return {"$ref": REF.format(model=model.__name__)}
+def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
+    def ref_in(model) -> dict:
+        return refs[(model, "validation")]
 
+    def ref_out(model) -> dict:
+        return refs[(model, "serialization")]
 
-def _operation(ep: Endpoint) -> dict[str, Any]:
     op: dict[str, Any] = {
         "operationId": ep.name,
         "summary": ep.summary,
@@ -100,10 +104,10 @@ def _operation(ep: Endpoint) -> dict[str, Any]:
             })
     if ep.body is not None:
         op["requestBody"] = {"required": True,
-                             "content": {"application/json": {"schema": _ref(ep.body)}}}
+                             "content": {"application/json": {"schema": ref_in(ep.body)}}}
     ok: dict[str, Any] = {"description": "Success"}
     if ep.response is not None:
-        ok["content"] = {"application/json": {"schema": _ref(ep.response)}}
+        ok["content"] = {"application/json": {"schema": ref_out(ep.response)}}
     else:
         ok["content"] = {"application/json": {"schema": {"type": "object"}}}
     responses: dict[str, Any] = {str(ep.status): ok}
@@ -114,9 +118,9 @@ def _operation(ep: Endpoint) -> dict[str, Any]:
         error_codes.update({401, 403, 429})
     for code in sorted(error_codes):
         responses[str(code)] = {"description": _ERROR_TEXT.get(code, "Error"),
-                                "content": {"application/json": {"schema": _ref(ErrorBody)}}}
+                                "content": {"application/json": {"schema": ref_out(ErrorBody)}}}
     for code, model in ep.responses.items():
         responses[str(code)] = {"description": _ERROR_TEXT.get(code, "Alternative answer"),
-                                "content": {"application/json": {"schema": _ref(model)}}}
+                                "content": {"application/json": {"schema": ref_out(model)}}}
     op["responses"] = responses
     return op

@@ -1,0 +1,143 @@
+"""The `cs` contract scripts rely on: --json is one JSON document on stdout, bad input is
+one line on stderr and a non-zero exit, and every command acts on the data the daemon
+serves (same settings, same database)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cs_cli.main import run
+from tests.conftest import auth
+
+
+@pytest.fixture
+def cs(settings, monkeypatch, capsys):
+    env = {"CS_DATA_DIR": str(settings.cs_data_dir), "CS_SECRET_KEY": "test-secret",
+           "DATABASE_URL": settings.database_url or "", "REDIS_URL": settings.redis_url or "",
+           "CS_REDIS_PREFIX": settings.cs_redis_prefix}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    def invoke(*argv: str):
+        capsys.readouterr()
+        code = run(list(argv))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
+def _json(out: str):
+    return json.loads(out)  # fails unless stdout is exactly one JSON document
+
+
+def test_tenant_create_json_and_the_key_works_on_the_api(cs, client):
+    code, out, _ = cs("tenant", "create", "Initech", "--owner-email", "bill@initech.example", "--json")
+    assert code == 0
+    body = _json(out)
+    assert set(body) == {"tenant_id", "api_key", "member_id"}
+    assert body["api_key"].startswith("rt_live_")
+    resp = client.get("/api/settings", headers=auth(body["api_key"]))
+    assert resp.status_code == 200
+    assert resp.json["tenant"]["id"] == body["tenant_id"]
+    assert resp.json["tenant"]["name"] == "Initech"
+    # the owner key is an admin `full` key: admin-only endpoints accept it
+    assert client.put("/api/settings/kill-switch", json={"active": True},
+                      headers=auth(body["api_key"])).status_code == 200
+
+
+def test_tenant_create_with_plan(cs, client):
+    code, out, _ = cs("tenant", "create", "Hooli", "--owner-email", "g@hooli.example", "--plan", "growth", "--json")
+    key = _json(out)["api_key"]
+    tenant = client.get("/api/settings", headers=auth(key)).json["tenant"]
+    assert tenant["plan_tier"] == "growth" and tenant["tracked_user_limit"] == 100000
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["tenant", "create", "X", "--owner-email", "not-an-email"], "email"),
+    (["tenant", "create", "X", "--owner-email", "a@b.co", "--plan", "gold"], "--plan"),
+    (["tenant", "create", "X"], "--owner-email"),
+    (["keys", "issue", "--tenant", "nope", "--role", "admin", "--permission", "full"], "tenant not found"),
+    (["kill-switch", "maybe", "--tenant", "t"], "maybe"),
+    (["no-such-command"], "no-such-command"),
+])
+def test_bad_input_is_one_clear_line_and_non_zero(cs, argv, words):
+    code, out, err = cs(*argv)
+    assert code != 0
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:") and words in lines[0]
+    assert "Traceback" not in err
+
+
+def test_bad_input_with_json_prints_one_json_error(cs):
+    code, out, err = cs("keys", "list", "--tenant", "missing", "--json")
+    assert code == 1
+    assert _json(out) == {"error": "tenant not found", "code": "not_found"}
+
+
+def test_keys_issue_list_revoke(cs, tenant, client):
+    code, out, _ = cs("keys", "issue", "--tenant", tenant.id, "--role", "viewer",
+                      "--permission", "read", "--permission", "decide", "--test", "--label", "dash", "--json")
+    assert code == 0
+    issued = _json(out)
+    assert set(issued) == {"id", "api_key", "prefix"}
+    assert issued["api_key"].startswith("rt_test_") and issued["prefix"] == issued["api_key"][:12]
+    assert client.get("/api/settings", headers=auth(issued["api_key"])).status_code == 200
+    assert client.patch("/api/settings", json={"name": "x"},
+                        headers=auth(issued["api_key"])).status_code == 403
+
+    code, out, _ = cs("keys", "list", "--tenant", tenant.id, "--json")
+    listed = _json(out)["api_keys"]
+    mine = [k for k in listed if k["id"] == issued["id"]][0]
+    assert mine["permissions"] == ["decide", "read"] and mine["test"] is True and mine["label"] == "dash"
+    assert issued["api_key"] not in out
+
+    code, out, _ = cs("keys", "list", "--tenant", tenant.id)
+    assert code == 0 and issued["prefix"] in out
+
+    code, out, _ = cs("keys", "revoke", issued["id"], "--json")
+    assert code == 0 and _json(out)["revoked"] is True
+    assert client.get("/api/settings", headers=auth(issued["api_key"])).status_code == 401
+    code, _, err = cs("keys", "revoke", "no-such-key")
+    assert code == 1 and "no API key" in err
+
+
+def test_kill_switch_and_shadow_mode(cs, tenant, client):
+    code, out, _ = cs("kill-switch", "on", "--tenant", tenant.id, "--json")
+    assert code == 0 and _json(out)["kill_switch_active"] is True
+    assert client.get("/api/settings", headers=auth(tenant.key)).json["tenant"]["kill_switch_active"] is True
+    code, out, _ = cs("kill-switch", "off", "--tenant", tenant.id)
+    assert code == 0 and "off" in out
+    code, out, _ = cs("shadow-mode", "on", "--tenant", tenant.id, "--json")
+    body = _json(out)
+    assert body["shadow_mode"] is True and body["shadow_mode_expires_at"]
+    assert client.get("/api/settings", headers=auth(tenant.key)).json["tenant"]["shadow_mode"] is True
+    code, out, _ = cs("shadow-mode", "off", "--tenant", tenant.id, "--json")
+    assert _json(out)["shadow_mode"] is False
+
+
+def test_tenant_list_and_db_upgrade(cs, tenant):
+    code, out, _ = cs("tenant", "list", "--json")
+    assert code == 0 and [t["id"] for t in _json(out)["tenants"]] == [tenant.id]
+    code, out, _ = cs("db", "upgrade", "--json")
+    assert code == 0 and _json(out)["upgraded"] is True
+
+
+def test_bad_setting_stops_with_one_line_naming_it(cs, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "mysql://nope")
+    code, _, err = cs("tenant", "list")
+    assert code == 2
+    assert err.strip().startswith("error: DATABASE_URL:")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_worker_refuses_the_embedded_mode(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("CS_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    code = run(["worker"])
+    err = capsys.readouterr().err
+    assert code == 2 and "REDIS_URL" in err and len(err.strip().splitlines()) == 1
