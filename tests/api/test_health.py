@@ -75,3 +75,47 @@ def test_configured_llm_that_fails_is_degraded(tmp_path, backend, request, sqlit
     clean(settings)
     assert resp.status_code == 503
     assert resp.json["checks"]["llm"]["status"] == "error"
+
+
+def test_configured_llm_that_answers_is_ok(tmp_path, backend, request, sqlite_template, clock):
+    """A real OpenAI-compatible peer on loopback answering GET /v1/models."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from cs_daemon.runtime import Runtime
+    from tests.conftest import clean, make_settings
+    from webapp import create_app
+
+    seen = []
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Authorization")))
+            body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        pg = request.getfixturevalue("pg_url") if backend == "postgres" else None
+        settings = make_settings(backend, tmp_path, pg, sqlite_template, openai_model="m",
+                                 openai_base_url=f"http://127.0.0.1:{server.server_port}/v1",
+                                 openai_api_key="sk-local")
+        clean(settings)
+        rt = Runtime(settings, clock)
+        heartbeat.beat(rt.cache)
+        resp = create_app(runtime=rt).test_client().get("/api/health")
+        clean(settings)
+    finally:
+        server.shutdown()
+    assert resp.status_code == 200
+    assert resp.json["checks"]["llm"]["status"] == "ok"
+    assert seen == [("/v1/models", "Bearer sk-local")]

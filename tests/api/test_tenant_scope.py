@@ -1,0 +1,47 @@
+"""Tenant isolation is a property of the session, not of each query (decisions §1)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import delete, func, select, update
+
+from cs_daemon.auth.models import ApiKey
+from cs_daemon.team.models import Member
+
+
+def test_a_tenant_session_sees_only_its_rows(rt, make_tenant):
+    a, b = make_tenant("A"), make_tenant("B")
+    with rt.session(a.id) as s:
+        assert s.scalar(select(func.count()).select_from(ApiKey)) == 1
+        assert {k.id for k in s.scalars(select(ApiKey))} == {a.key_id}
+        assert s.get(ApiKey, b.key_id) is None
+        joined = s.execute(select(ApiKey.id, Member.email).join(Member, Member.id == ApiKey.member_id)).all()
+        assert [row.email for row in joined] == ["owner@a.example"]
+    with rt.session() as s:  # an unscoped session (operators, sweeps) sees all
+        assert s.scalar(select(func.count()).select_from(ApiKey)) == 2
+
+
+def test_bulk_update_and_delete_stay_in_the_tenant(rt, make_tenant):
+    a, b = make_tenant("A"), make_tenant("B")
+    with rt.session(a.id) as s:
+        s.execute(update(ApiKey).values(label="renamed"))
+    with rt.session(b.id) as s:
+        assert s.get(ApiKey, b.key_id).label == "owner"
+    with rt.session(a.id) as s:
+        s.execute(delete(ApiKey).where(ApiKey.id == b.key_id))
+    with rt.session(b.id) as s:
+        assert s.get(ApiKey, b.key_id) is not None
+
+
+def test_new_rows_are_stamped_and_foreign_rows_refused(rt, make_tenant):
+    a, b = make_tenant("A"), make_tenant("B")
+    with rt.session(a.id) as s:
+        m = Member(email="x@a.example", role="viewer", created_at=rt.now())
+        s.add(m)
+        s.flush()
+        assert m.tenant_id == a.id
+    with pytest.raises(RuntimeError, match="another tenant"):
+        with rt.session(a.id) as s:
+            s.add(Member(tenant_id=b.id, email="x@b.example", role="viewer", created_at=rt.now()))
+    with rt.session(b.id) as s:
+        assert [m.email for m in s.scalars(select(Member))] == ["owner@b.example"]
