@@ -28,10 +28,10 @@ def register(app: typer.Typer) -> None:
         """Run the daemon. Embedded (no REDIS_URL): API and worker in this one process.
         Production (REDIS_URL set): supervise gunicorn API processes and Dramatiq workers."""
         rt = runtime()
+        require_current_schema(rt)
         if rt.settings.production:
             from .supervisor import supervise
 
-            require_current_schema(rt)
             raise typer.Exit(supervise(rt.settings, host, port))
         serve_embedded(rt, host, port, demo)
 

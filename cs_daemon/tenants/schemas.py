@@ -70,13 +70,6 @@ class SettingsUpdated(Wire):
     config: dict[str, Any] | None
 
 
-class BrandUpdate(Wire):
-    product_description: str | None = None
-    tone_guidelines: str | None = None
-    things_to_mention: list[str] | None = None
-    things_to_avoid: list[str] | None = None
-
-
 class Updated(Wire):
     updated: bool
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cs_daemon.auth import service as keys
 from cs_daemon.tenants import service as tenants
 from cs_daemon.tenants.schemas import (
-    ApiKeyCreate, ApiKeyIssued, ApiKeyPublic, BrandContext, BrandUpdate, FlagUpdate,
+    ApiKeyCreate, ApiKeyIssued, ApiKeyPublic, BrandContext, FlagUpdate,
     KillSwitchState, Revoked, SettingsPublic, SettingsUpdate, SettingsUpdated,
     ShadowModeState, TenantPublic, Updated,
 )
@@ -37,7 +37,7 @@ def patch_settings(call: Call):
     return SettingsUpdated(name=tenant.name, config=tenant.config)
 
 
-@api.route("PATCH", "/api/settings/brand", access="write", body=BrandUpdate, response=Updated,
+@api.route("PATCH", "/api/settings/brand", access="write", body=BrandContext, response=Updated,
            errors=(400, 404), summary="Upsert the brand context used in messages")
 def patch_brand(call: Call):
     fields = call.body.model_dump(exclude_unset=True)
