@@ -3,9 +3,11 @@
 from sqlmodel import SQLModel
 
 from .auth.models import ApiKey
+from .customers.models import Customer, Event
+from .outbox.models import OutboxEvent
 from .team.models import Member
 from .tenants.models import Tenant
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiKey", "Member", "Tenant", "metadata"]
+__all__ = ["ApiKey", "Customer", "Event", "Member", "OutboxEvent", "Tenant", "metadata"]

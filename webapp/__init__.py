@@ -23,9 +23,9 @@ _HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 
 
 
 def all_apis() -> list[Api]:
-    from .routes import settings, system
+    from .routes import customers, settings, system
 
-    return [system.api, settings.api]
+    return [system.api, settings.api, customers.api]
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,

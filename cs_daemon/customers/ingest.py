@@ -1,0 +1,149 @@
+"""The one ingest path: the track API, the three connectors, external custom events and
+`cs events import` all end here. One transaction per batch:
+
+1. users new to the tenant are created (within `tracked_user_limit`; events of users
+   past it are counted in `over_limit` and not stored);
+2. events are inserted with ON CONFLICT DO NOTHING on (tenant, idempotency_key), so a
+   key seen before (even in a racing request) is dropped and counted in `duplicates`;
+3. only users that got new events are re-scored, from their running state (never from
+   their whole history), and a stage or risk change is written to the outbox.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from ..db import new_id
+from ..engine import scoring
+from ..outbox import service as outbox
+from ..tenants.models import Tenant
+from .models import Customer, Event
+from .state import apply_traits, rescore
+
+
+
+@dataclass
+class Incoming:
+    user_id: str
+    event: str
+    properties: dict[str, Any] = field(default_factory=dict)
+    timestamp: datetime | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass
+class IngestResult:
+    accepted: int = 0
+    duplicates: int = 0
+    over_limit: int = 0
+    users_upserted: int = 0
+    user_ids: list[str] = field(default_factory=list)
+
+
+def _insert(session: Session, table):
+    return (postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert)(table)
+
+
+def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: str,
+           test: bool, now: datetime) -> IngestResult:
+    result = IngestResult()
+    events, result.duplicates = _drop_repeats_in_batch(events)
+    user_ids = list(dict.fromkeys(e.user_id for e in events))
+    blocked = ensure_customers(session, tenant_id, user_ids, test=test, now=now)
+    kept = [e for e in events if e.user_id not in blocked]
+    result.over_limit = len(events) - len(kept)
+    inserted = _insert_events(session, tenant_id, kept, source=source, test=test, now=now)
+    result.duplicates += len(kept) - len(inserted)
+    result.accepted = len(inserted)
+    if inserted:
+        result.user_ids = update_customers(session, tenant_id, inserted, now=now, test=test)
+        result.users_upserted = len(result.user_ids)
+    return result
+
+
+def _drop_repeats_in_batch(events: list[Incoming]) -> tuple[list[Incoming], int]:
+    seen: set[str] = set()
+    kept = []
+    for e in events:
+        if e.idempotency_key is not None:
+            if e.idempotency_key in seen:
+                continue
+            seen.add(e.idempotency_key)
+        kept.append(e)
+    return kept, len(events) - len(kept)
+
+
+def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
+                     now: datetime) -> set[str]:
+    """Create the users not yet known, within the tenant's tracked-user limit. Returns the
+    users that could not be created (past the limit)."""
+    if not user_ids:
+        return set()
+    known = set(session.scalars(select(Customer.id).where(Customer.id.in_(user_ids))))
+    new = [u for u in user_ids if u not in known]
+    if not new:
+        return set()
+    tenant = session.execute(
+        select(Tenant.tracked_users, Tenant.tracked_user_limit).where(Tenant.id == tenant_id).with_for_update()
+    ).one()
+    room = len(new) if tenant.tracked_user_limit is None else max(0, tenant.tracked_user_limit - tenant.tracked_users)
+    allowed, blocked = new[:room], set(new[room:])
+    if allowed:
+        stmt = _insert(session, Customer.__table__).values([
+            {"tenant_id": tenant_id, "id": u, "traits": {}, "state": {}, "lifecycle_stage": "new",
+             "risk_level": "low", "health": 0.0, "activation_score": 0.0, "engagement_score": 0.0,
+             "expansion_score": 0.0, "created_at": now, "updated_at": now, "test": test}
+            for u in allowed
+        ]).on_conflict_do_nothing(index_elements=["tenant_id", "id"]).returning(Customer.__table__.c.id)
+        created = session.execute(stmt).scalars().all()
+        if created:
+            session.execute(update(Tenant).where(Tenant.id == tenant_id)
+                            .values(tracked_users=Tenant.tracked_users + len(created)))
+    return blocked
+
+
+def _insert_events(session: Session, tenant_id: str, events: list[Incoming], *, source: str,
+                   test: bool, now: datetime) -> list[dict]:
+    if not events:
+        return []
+    rows = [{"id": new_id(), "tenant_id": tenant_id, "user_id": e.user_id, "event": e.event,
+             "properties": e.properties or {}, "timestamp": e.timestamp or now, "received_at": now,
+             "source": source, "test": test, "idempotency_key": e.idempotency_key} for e in events]
+    table = Event.__table__
+    stmt = _insert(session, table).values(rows).on_conflict_do_nothing(
+        index_elements=["tenant_id", "idempotency_key"],
+        index_where=table.c.idempotency_key.isnot(None),
+    ).returning(table.c.id)
+    ids = set(session.execute(stmt).scalars().all())
+    return [r for r in rows if r["id"] in ids]
+
+
+def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime,
+                     test: bool) -> list[str]:
+    """Fold the new events into each user's state and re-score; outbox on changes."""
+    by_user: dict[str, list[dict]] = defaultdict(list)
+    for row in inserted:
+        by_user[row["user_id"]].append(row)
+    config = session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)) or {}
+    customers = session.scalars(
+        select(Customer).where(Customer.id.in_(list(by_user))).with_for_update()
+    ).all()
+    changes: list[tuple[str, dict]] = []
+    for customer in customers:
+        rows = sorted(by_user[customer.id], key=lambda r: r["timestamp"])
+        for row in rows:
+            apply_traits(customer, row["event"], row["properties"])
+        state = scoring.UserState.from_json(customer.state)
+        if state.first_seen_at is None and not customer.state:
+            state.first_seen_at = min(customer.created_at, rows[0]["timestamp"])
+        scoring.apply_events(state, [scoring.Event(r["event"], r["timestamp"]) for r in rows], config)
+        changes += rescore(customer, state, config, now)
+    outbox.record_many(session, tenant_id, changes, now=now, test=test)
+    return [c.id for c in customers]

@@ -1,0 +1,168 @@
+"""Customers: create, read, list with a cursor, statistics, and the decay sweep."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from .. import plans
+from ..engine import scoring
+from ..errors import NotFound, PlanLimit, ValidationFailed
+from ..outbox import service as outbox
+from ..tenants.models import Tenant
+from .ingest import ensure_customers
+from .models import Customer, Event
+from .state import merge_traits, rescore
+
+ACTIVE_DAYS = 30
+
+
+def get(session: Session, user_id: str) -> Customer:
+    customer = session.get(Customer, (_tenant(session), user_id))
+    if customer is None:
+        raise NotFound("customer not found")
+    return customer
+
+
+def _tenant(session: Session) -> str:
+    tenant_id = session.info.get("tenant_id")
+    if tenant_id is None:
+        raise RuntimeError("customers are read in a tenant session")
+    return tenant_id
+
+
+def create(session: Session, tenant_id: str, *, user_id: str, email: str | None, name: str | None,
+           properties: dict | None, test: bool, now: datetime) -> tuple[Customer, bool]:
+    """The customer, and whether it was created (an existing one is returned unchanged)."""
+    existing = session.get(Customer, (tenant_id, user_id))
+    if existing is not None:
+        return existing, False
+    if ensure_customers(session, tenant_id, [user_id], test=test, now=now):
+        tenant = session.get(Tenant, tenant_id)
+        raise PlanLimit(
+            f"tracked user limit of {tenant.tracked_user_limit} reached on plan {tenant.plan_tier}",
+            current=tenant.tracked_users, limit=tenant.tracked_user_limit,
+            upgrade_to=plans.plan(tenant.plan_tier).upgrade_to,
+        )
+    customer = session.get(Customer, (tenant_id, user_id))
+    traits = dict(properties or {})
+    if email is not None:
+        traits["email"] = email
+    if name is not None:
+        traits["name"] = name
+    merge_traits(customer, traits)
+    state = scoring.UserState(first_seen_at=customer.created_at)
+    config = session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)) or {}
+    rescore(customer, state, config, now)
+    return customer, True
+
+
+@dataclass(frozen=True)
+class Page:
+    customers: list[Customer]
+    next_cursor: str | None
+
+
+def list_page(session: Session, *, limit: int, cursor: str | None) -> Page:
+    """Newest first, by (created_at, id); the cursor is opaque to clients."""
+    query = select(Customer).order_by(Customer.created_at.desc(), Customer.id.desc()).limit(limit + 1)
+    if cursor:
+        created_at, user_id = _decode(cursor)
+        query = query.where(or_(Customer.created_at < created_at,
+                                and_(Customer.created_at == created_at, Customer.id < user_id)))
+    rows = list(session.scalars(query))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, _encode(rows[-1]) if more and rows else None)
+
+
+def _encode(c: Customer) -> str:
+    raw = json.dumps([c.created_at.isoformat(), c.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, user_id = json.loads(raw)
+        return datetime.fromisoformat(created), str(user_id)
+    except (ValueError, TypeError):
+        raise ValidationFailed("invalid cursor", [{"field": "cursor", "message": "not a cursor from next_cursor"}]) from None
+
+
+def stats(session: Session, *, now: datetime) -> dict[str, int]:
+    since = now - timedelta(days=ACTIVE_DAYS)
+    row = session.execute(select(
+        func.count(),
+        func.count().filter(Customer.last_activity_at >= since),
+        func.count().filter(Customer.risk_level.in_(("high", "critical"))),
+        func.count().filter(Customer.lifecycle_stage == "churned"),
+    ).select_from(Customer)).one()
+    return {"total": row[0], "active": row[1], "at_risk": row[2], "churned": row[3]}
+
+
+def recent_events(session: Session, user_id: str, limit: int = 100) -> list[Event]:
+    return list(session.scalars(
+        select(Event).where(Event.user_id == user_id)
+        .order_by(Event.timestamp.desc(), Event.received_at.desc()).limit(limit)
+    ))
+
+
+def milestone_progress(customer: Customer, config: dict) -> dict:
+    milestones = list(dict.fromkeys(scoring.setting(config, "milestones")))
+    done = set((customer.state or {}).get("milestones_done", []))
+    items = [{"name": m, "done": m in done} for m in milestones]
+    count = sum(1 for i in items if i["done"])
+    return {"milestones": items, "done": count, "total": len(items),
+            "percent": customer.activation_score}
+
+
+def segment_memberships(customer: Customer, *, now: datetime) -> list[dict]:
+    """Built-in segments; playbook audiences join them when playbooks exist."""
+    segments = [{"segment": f"stage:{customer.lifecycle_stage}", "kind": "lifecycle"},
+                {"segment": f"risk:{customer.risk_level}", "kind": "risk"}]
+    if customer.last_activity_at and customer.last_activity_at >= now - timedelta(days=ACTIVE_DAYS):
+        segments.append({"segment": "active_30d", "kind": "activity"})
+    return segments
+
+
+SWEEP_BATCH = 500
+SWEEP_STALE = timedelta(minutes=10)
+
+
+def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
+    """Re-score users not scored for a while so time decay shows (dormant, churned,
+    fading engagement), across every tenant. Returns how many were re-scored. Users
+    already churned by inactivity stay so until they act again, and are skipped."""
+    configs: dict[str, dict] = {}
+    done = 0
+    while True:
+        rows = session.scalars(
+            select(Customer)
+            .where(or_(Customer.scored_at.is_(None), Customer.scored_at < now - SWEEP_STALE))
+            .where(Customer.lifecycle_stage != "churned")
+            .order_by(Customer.scored_at).limit(batch)
+        ).all()
+        if not rows:
+            return done
+        changes: dict[str, list] = {}
+        for customer in rows:
+            if customer.tenant_id not in configs:
+                configs[customer.tenant_id] = session.scalar(
+                    select(Tenant.config).where(Tenant.id == customer.tenant_id)) or {}
+            state = scoring.UserState.from_json(customer.state)
+            if state.first_seen_at is None:
+                state.first_seen_at = customer.created_at
+            found = rescore(customer, state, configs[customer.tenant_id], now)
+            changes.setdefault(customer.tenant_id, []).extend(found)
+        for tenant_id, events in changes.items():
+            outbox.record_many(session, tenant_id, events, now=now)
+        session.flush()
+        done += len(rows)
+        if len(rows) < batch:
+            return done

@@ -1,0 +1,80 @@
+"""Applying traits and scores to a customer row (shared by ingest, the sweep and the API)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..engine import scoring
+from .models import Customer
+
+IDENTITY_FIELDS = ("name", "email", "company", "role", "team_size")
+
+
+def apply_traits(customer: Customer, event: str, properties: dict) -> None:
+    """`$identify` fills the identity fields and keeps other traits; `$locale` sets locale."""
+    if event == "$identify":
+        merge_traits(customer, properties)
+    elif event == "$locale":
+        locale = properties.get("locale")
+        if isinstance(locale, str) and locale.strip():
+            customer.locale = locale.strip()[:35]
+
+
+def merge_traits(customer: Customer, traits: dict) -> None:
+    extra = dict(customer.traits or {})
+    for key, value in (traits or {}).items():
+        if key in IDENTITY_FIELDS and value is not None:
+            if key == "team_size":
+                size = _int(value)
+                if size is not None:
+                    customer.team_size = size
+                    continue
+                extra[key] = value
+            else:
+                setattr(customer, key, str(value)[:320 if key == "email" else 255])
+        elif key == "locale" and isinstance(value, str):
+            customer.locale = value[:35]
+        else:
+            extra[key] = value
+    customer.traits = extra
+
+
+def _int(value) -> int | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number.is_integer() and 0 <= number < 2**31 else None
+
+
+def rescore(customer: Customer, state: scoring.UserState, config: dict,
+            now: datetime) -> list[tuple[str, dict]]:
+    """Evaluate and store scores; return the outbox events of a stage or risk change
+    (none on a user's first scoring)."""
+    traits = {**(customer.traits or {}), "team_size": customer.team_size}
+    scores = scoring.evaluate(state, traits, config, now)
+    scoring.record_health(state, scores.health, now)
+    first = customer.scored_at is None
+    before_stage, before_risk = customer.lifecycle_stage, customer.risk_level
+    customer.activation_score = scores.activation_score
+    customer.engagement_score = scores.engagement_score
+    customer.expansion_score = scores.expansion_score
+    customer.health = scores.health
+    customer.risk_level = scores.risk_level
+    customer.lifecycle_stage = scores.lifecycle_stage
+    customer.last_activity_at = state.last_activity_at
+    customer.state = state.to_json()
+    customer.scored_at = now
+    customer.updated_at = now
+    if first:
+        return []
+    at = now.isoformat()
+    changes = []
+    if scores.lifecycle_stage != before_stage:
+        body = {"user_id": customer.id, "previous_stage": before_stage,
+                "new_stage": scores.lifecycle_stage, "changed_at": at}
+        changes += [("user.stage_changed", body), ("user.lifecycle_changed", body)]
+    if scores.risk_level != before_risk:
+        changes.append(("user.risk_changed", {"user_id": customer.id, "previous_risk": before_risk,
+                                              "new_risk": scores.risk_level, "changed_at": at}))
+    return changes

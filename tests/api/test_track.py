@@ -1,0 +1,176 @@
+"""POST /api/track (spec "Event ingestion", decisions §3, §4)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from cs_daemon.customers.models import Customer, Event
+from cs_daemon.outbox.models import OutboxEvent
+from tests.conftest import auth
+
+
+def _events(rt, tenant_id):
+    with rt.session(tenant_id) as s:
+        return list(s.scalars(select(Event).order_by(Event.timestamp)))
+
+
+def test_track_stores_events_and_creates_users(client, tenant, rt):
+    resp = client.post("/api/track", headers=auth(tenant.key), json={"events": [
+        {"user_id": "u1", "event": "signed_up", "timestamp": "2026-11-01T10:00:00Z", "idempotency_key": "k1"},
+        {"user_id": "u1", "event": "Created_Project", "properties": {"n": 1}},
+        {"user_id": "u2", "event": "signed_up"},
+    ]})
+    assert resp.status_code == 200
+    assert resp.json == {"accepted": 3, "duplicates": 0, "over_limit": 0}
+    events = _events(rt, tenant.id)
+    assert {e.event for e in events} == {"signed_up", "Created_Project"}  # kept exactly as sent
+    assert all(e.source == "api" and e.test is False for e in events)
+    first = [e for e in events if e.idempotency_key == "k1"][0]
+    assert first.timestamp.isoformat().startswith("2026-11-01T10:00:00")
+    with rt.session(tenant.id) as s:
+        assert set(s.scalars(select(Customer.id))) == {"u1", "u2"}
+
+
+def test_duplicates_are_dropped_and_counted(client, tenant, rt):
+    h = auth(tenant.key)
+    batch = {"events": [{"user_id": "u1", "event": "a", "idempotency_key": "k1"},
+                        {"user_id": "u1", "event": "a", "idempotency_key": "k1"},
+                        {"user_id": "u1", "event": "b", "idempotency_key": "k2"}]}
+    assert client.post("/api/track", headers=h, json=batch).json == {"accepted": 2, "duplicates": 1, "over_limit": 0}
+    assert client.post("/api/track", headers=h, json=batch).json == {"accepted": 0, "duplicates": 3, "over_limit": 0}
+    assert len(_events(rt, tenant.id)) == 2
+
+
+def test_idempotency_is_per_tenant(client, tenant, make_tenant, rt):
+    other = make_tenant("Globex")
+    ev = {"events": [{"user_id": "u1", "event": "a", "idempotency_key": "same"}]}
+    assert client.post("/api/track", headers=auth(tenant.key), json=ev).json["accepted"] == 1
+    assert client.post("/api/track", headers=auth(other.key), json=ev).json["accepted"] == 1
+
+
+def test_a_duplicate_in_two_concurrent_requests_is_stored_once(app, tenant, rt):
+    barrier = threading.Barrier(2)
+    results = []
+
+    def send():
+        client = app.test_client()
+        barrier.wait()
+        resp = client.post("/api/track", headers=auth(tenant.key), json={"events": [
+            {"user_id": "racer", "event": "clicked", "idempotency_key": "race-1"},
+            {"user_id": "racer", "event": "clicked", "idempotency_key": "race-2"}]})
+        results.append(resp.json)
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r["accepted"] for r in results) == [0, 2]
+    assert sum(r["duplicates"] for r in results) == 2
+    assert len(_events(rt, tenant.id)) == 2
+    with rt.session(tenant.id) as s:
+        assert s.get(Customer, (tenant.id, "racer")).state["event_count"] == 2
+
+
+@pytest.mark.parametrize("payload, field", [
+    ({"events": []}, "events"),
+    ({"events": [{"user_id": "u", "event": "e"}] * 101}, "events"),
+    ({"events": [{"user_id": "u", "event": "ok"}, {"user_id": "u", "event": ""}]}, "events[1].event"),
+    ({"events": [{"user_id": "", "event": "x"}]}, "events[0].user_id"),
+    ({"events": [{"event": "x"}]}, "events[0].user_id"),
+    ({"events": [{"user_id": "u", "event": "x", "timestamp": "yesterday"}]}, "events[0].timestamp"),
+    ({"events": [{"user_id": "u", "event": "x", "properties": [1]}]}, "events[0].properties"),
+    ({}, "events"),
+])
+def test_bad_batches_are_refused_with_nothing_stored(client, tenant, rt, payload, field):
+    resp = client.post("/api/track", headers=auth(tenant.key), json=payload)
+    assert resp.status_code == 400
+    assert resp.json["code"] == "validation_failed"
+    assert field in [d["field"] for d in resp.json["details"]]
+    assert _events(rt, tenant.id) == []
+    with rt.session(tenant.id) as s:
+        assert s.scalar(select(func.count()).select_from(Customer)) == 0
+
+
+def test_test_key_events_are_marked_test(client, tenant, rt):
+    key = tenant.issue("editor", ["ingest"], test=True)
+    resp = client.post("/api/track", headers=auth(key), json={"events": [{"user_id": "t1", "event": "x"}]})
+    assert resp.status_code == 200
+    [event] = _events(rt, tenant.id)
+    assert event.test is True
+    with rt.session(tenant.id) as s:
+        assert s.get(Customer, (tenant.id, "t1")).test is True
+
+
+def test_identify_and_locale_fill_the_customer(client, tenant):
+    h = auth(tenant.key)
+    client.post("/api/track", headers=h, json={"events": [
+        {"user_id": "u1", "event": "$identify", "properties": {
+            "name": "Ada", "email": "ada@example.com", "company": "Analytical", "role": "CTO",
+            "team_size": 12, "plan": "pro", "seats": "5"}},
+        {"user_id": "u1", "event": "$locale", "properties": {"locale": "de-DE"}},
+    ]})
+    c = client.get("/api/customers/u1", headers=h).json["customer"]
+    assert (c["name"], c["email"], c["company"], c["role"], c["team_size"], c["locale"]) == (
+        "Ada", "ada@example.com", "Analytical", "CTO", 12, "de-DE")
+    assert c["traits"] == {"plan": "pro", "seats": "5"}
+
+
+def test_ingest_only_key_may_track_but_viewer_may_not(client, tenant):
+    ingest = tenant.issue("editor", ["ingest"])
+    viewer = tenant.issue("viewer", ["full"])
+    body = {"events": [{"user_id": "u", "event": "e"}]}
+    assert client.post("/api/track", headers=auth(ingest), json=body).status_code == 200
+    assert client.post("/api/track", headers=auth(viewer), json=body).status_code == 403
+    assert client.get("/api/customers", headers=auth(ingest)).status_code == 403
+
+
+def test_events_of_new_users_past_the_tracked_user_limit_are_not_stored(client, tenant, rt):
+    from cs_daemon.tenants.models import Tenant
+
+    with rt.session() as s:
+        s.get(Tenant, tenant.id).tracked_user_limit = 2
+    h = auth(tenant.key)
+    resp = client.post("/api/track", headers=h, json={"events": [
+        {"user_id": "a", "event": "x"}, {"user_id": "b", "event": "x"},
+        {"user_id": "c", "event": "x"}, {"user_id": "c", "event": "y"}]})
+    assert resp.json == {"accepted": 2, "duplicates": 0, "over_limit": 2}
+    # known users keep being tracked; new ones stay out
+    resp = client.post("/api/track", headers=h, json={"events": [
+        {"user_id": "a", "event": "z"}, {"user_id": "d", "event": "x"}]})
+    assert resp.json == {"accepted": 1, "duplicates": 0, "over_limit": 1}
+    with rt.session(tenant.id) as s:
+        assert set(s.scalars(select(Customer.id))) == {"a", "b"}
+        assert s.get(Tenant, tenant.id).tracked_users == 2
+
+
+def test_stage_and_risk_changes_go_to_the_outbox(client, tenant, rt, clock):
+    h = auth(tenant.key)
+    client.patch("/api/settings", headers=h, json={"config": {"milestones": ["created_project"]}})
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "signed_up"}]})
+    assert client.get("/api/customers/u1", headers=h).json["customer"]["lifecycle_stage"] == "new"
+    clock.advance(days=2)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "created_project"}]})
+    assert client.get("/api/customers/u1", headers=h).json["customer"]["lifecycle_stage"] == "activated"
+    with rt.session(tenant.id) as s:
+        rows = list(s.scalars(select(OutboxEvent).order_by(OutboxEvent.event_type)))
+    kinds = [r.event_type for r in rows]
+    assert "user.stage_changed" in kinds and "user.lifecycle_changed" in kinds
+    stage = [r for r in rows if r.event_type == "user.stage_changed"][0].payload
+    assert stage == {"event": "user.stage_changed", "user_id": "u1", "previous_stage": "new",
+                     "new_stage": "activated", "changed_at": clock.now().isoformat()}
+    lifecycle = [r for r in rows if r.event_type == "user.lifecycle_changed"][0].payload
+    assert set(lifecycle) == {"event", "user_id", "previous_stage", "new_stage", "changed_at"}
+
+
+def test_event_timestamps_in_the_past_are_kept(client, tenant, rt, clock):
+    past = (clock.now() - timedelta(days=3)).isoformat()
+    client.post("/api/track", headers=auth(tenant.key), json={"events": [
+        {"user_id": "u1", "event": "x", "timestamp": past}]})
+    [event] = _events(rt, tenant.id)
+    assert event.timestamp == clock.now() - timedelta(days=3)
+    assert event.received_at == clock.now()

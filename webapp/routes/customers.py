@@ -1,0 +1,65 @@
+"""Event ingestion and customers."""
+
+from __future__ import annotations
+
+from cs_daemon.customers import ingest, service
+from cs_daemon.customers.schemas import (
+    CustomerCreate, CustomerCreated, CustomerDetail, CustomerDetailResponse, CustomerEvent,
+    CustomerList, CustomerListItem, CustomerListQuery, CustomerPublic, CustomerStatsResponse,
+    TrackRequest, TrackResult,
+)
+from cs_daemon.tenants import service as tenants
+
+from ..api import Api, Call
+
+api = Api("Customers")
+
+
+@api.route("POST", "/api/track", access="ingest", body=TrackRequest, response=TrackResult,
+           summary="Ingest 1 to 100 product events; duplicates by idempotency_key are dropped")
+def post_track(call: Call):
+    events = [ingest.Incoming(user_id=e.user_id, event=e.event, properties=e.properties,
+                              timestamp=e.timestamp, idempotency_key=e.idempotency_key)
+              for e in call.body.events]
+    result = ingest.ingest(call.session, call.tenant_id, events, source="api",
+                           test=call.caller.test, now=call.now)
+    return TrackResult(accepted=result.accepted, duplicates=result.duplicates, over_limit=result.over_limit)
+
+
+@api.route("GET", "/api/customers/stats", access="read", response=CustomerStatsResponse,
+           summary="Counts of users: total, active in 30 days, at risk, churned")
+def get_customer_stats(call: Call):
+    return {"stats": service.stats(call.session, now=call.now)}
+
+
+@api.route("POST", "/api/customers", access="write", body=CustomerCreate, response=CustomerCreated,
+           status=201, errors=(403,), responses={200: CustomerCreated},
+           summary="Create a customer (201), or return the existing one (200)")
+def post_customer(call: Call):
+    data: CustomerCreate = call.body
+    customer, created = service.create(
+        call.session, call.tenant_id, user_id=data.user_id, email=data.email, name=data.name,
+        properties=data.properties, test=call.caller.test, now=call.now)
+    return CustomerCreated(user=CustomerPublic.of(customer)), 201 if created else 200
+
+
+@api.route("GET", "/api/customers", access="read", query=CustomerListQuery, response=CustomerList,
+           summary="Customers, newest first; `limit` (default 100, max 1000) and `cursor`")
+def get_customers(call: Call):
+    page = service.list_page(call.session, limit=call.query.limit, cursor=call.query.cursor)
+    return CustomerList(customers=[CustomerListItem.of(c, next_action=None) for c in page.customers],
+                        next_cursor=page.next_cursor)
+
+
+@api.route("GET", "/api/customers/{user_id}", access="read", response=CustomerDetailResponse,
+           errors=(404,), summary="One customer with milestone progress, segments, recent events")
+def get_customer(call: Call, user_id: str):
+    customer = service.get(call.session, user_id)
+    config = tenants.get(call.session, call.tenant_id, now=call.now).config
+    detail = CustomerDetail.of(
+        customer,
+        milestone_progress=service.milestone_progress(customer, config),
+        segment_memberships=service.segment_memberships(customer, now=call.now),
+    )
+    events = [CustomerEvent.model_validate(e) for e in service.recent_events(call.session, user_id)]
+    return CustomerDetailResponse(customer=detail, events=events, interventions=[])
