@@ -38,6 +38,7 @@ class Endpoint:
     errors: tuple[int, ...] = ()
     tag: str = ""
     responses: dict[int, type[BaseModel] | None] = field(default_factory=dict)
+    credentials: Callable[[], str | None] | None = None
 
     @property
     def flask_path(self) -> str:
@@ -78,7 +79,9 @@ class Api:
 
     def route(self, method: str, path: str, *, access: str, summary: str, body=None,
               query=None, response=None, status: int = 200, errors: tuple[int, ...] = (),
-              responses: dict | None = None):
+              responses: dict | None = None, credentials: Callable[[], str | None] | None = None):
+        """`credentials` finds the API key where a platform's own client puts it (the
+        connectors' native routes); by default it is the bearer token."""
         if access not in ACCESS:
             raise ValueError(f"unknown access class {access!r}")
 
@@ -86,7 +89,7 @@ class Api:
             self.endpoints.append(Endpoint(
                 method=method.upper(), path=path, access=access, handler=fn, summary=summary,
                 body=body, query=query, response=response, status=status, errors=errors,
-                tag=self.tag, responses=responses or {},
+                tag=self.tag, responses=responses or {}, credentials=credentials,
             ))
             return fn
 
@@ -119,8 +122,7 @@ def _view(ep: Endpoint) -> Callable:
 def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
     if ACCESS[ep.access] is None:
         return None
-    header = request.headers.get("Authorization", "")
-    raw = header[7:].strip() if header[:7].lower() == "bearer " else None
+    raw = ep.credentials() if ep.credentials else bearer_token()
     caller = auth.authenticate(session, raw, now=rt.now())
     session.info["tenant_id"] = caller.tenant_id
     verdict = ratelimit.hit(rt.cache, caller.key_id, plan(caller.plan_tier).requests_per_minute, rt.now())
@@ -131,6 +133,11 @@ def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
     if why:
         raise Forbidden(why)
     return caller
+
+
+def bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    return header[7:].strip() if header[:7].lower() == "bearer " else None
 
 
 def _json_body() -> Any:
