@@ -8,7 +8,6 @@ import threading
 import typer
 
 from cs_daemon.config import Settings
-from cs_daemon.jobs import registry
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 
@@ -59,7 +58,6 @@ def serve_embedded(rt: Runtime, host: str, port: int, demo: bool) -> None:
 
     demo_key = _demo_tenant(rt) if demo else None
     app = create_app(runtime=rt)
-    registry.load_actors()
     rt.start_worker()
     server = make_server(host, port, app, threaded=True)
     url = f"http://{host}:{server.server_port}"

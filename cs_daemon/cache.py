@@ -16,6 +16,7 @@ class Cache(Protocol):
     def get(self, key: str) -> str | None: ...
     def set(self, key: str, value: str, ttl: int | None = None) -> None: ...
     def incr(self, key: str, ttl: int) -> int: ...
+    def add(self, key: str, value: str, ttl: int) -> bool: ...
     def ping(self) -> None: ...
 
 
@@ -41,6 +42,14 @@ class MemoryCache:
             self._data[key] = (value, time.monotonic() + ttl if ttl else None)
             if len(self._data) > 100_000:
                 self._evict()
+
+    def add(self, key: str, value: str, ttl: int) -> bool:
+        """Set only if absent; True when this call set it."""
+        with self._lock:
+            if self._live(key):
+                return False
+            self._data[key] = (value, time.monotonic() + ttl)
+            return True
 
     def incr(self, key: str, ttl: int) -> int:
         with self._lock:
@@ -76,6 +85,9 @@ class RedisCache:
 
     def set(self, key: str, value: str, ttl: int | None = None) -> None:
         self.client.set(self.prefix + key, value, ex=ttl)
+
+    def add(self, key: str, value: str, ttl: int) -> bool:
+        return bool(self.client.set(self.prefix + key, value, ex=ttl, nx=True))
 
     def incr(self, key: str, ttl: int) -> int:
         pipe = self.client.pipeline(transaction=False)

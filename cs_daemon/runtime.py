@@ -15,7 +15,9 @@ from .clock import Clock
 from .config import Settings
 from .db import session_scope
 from .jobs import broker as jobs_broker
+from .jobs import context, registry
 from .jobs.heartbeat import WorkerHeartbeat
+from .jobs.scheduler import Scheduler
 
 
 class Runtime:
@@ -35,7 +37,12 @@ class Runtime:
             yield s
 
     def install_broker(self) -> dramatiq.Broker:
-        return jobs_broker.install(self.settings, [WorkerHeartbeat(self.cache)])
+        """Choose the broker for these settings; jobs of this process use this runtime."""
+        context.set_runtime(self)
+        registry.load_actors()
+        return jobs_broker.install(
+            self.settings, [WorkerHeartbeat(self.cache), Scheduler(self.cache, registry.periodic)]
+        )
 
     def start_worker(self) -> dramatiq.Worker:
         """The in-process worker of the embedded mode (one per process)."""

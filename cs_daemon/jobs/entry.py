@@ -3,10 +3,9 @@ it installs the broker from the settings and imports every actor module."""
 
 from cs_cli.logging import setup_logging
 from cs_daemon.config import load_settings
-from cs_daemon.jobs import registry
+
 from cs_daemon.runtime import Runtime
 
 settings = load_settings()
 setup_logging(settings.cs_log_level)
 broker = Runtime(settings).install_broker()
-registry.load_actors()

@@ -1,10 +1,21 @@
-"""The modules that declare actors. Imported by every process that sends or runs jobs."""
+"""The modules that declare actors, and the periodic jobs. Imported by every process that
+sends or runs jobs."""
+
+from __future__ import annotations
 
 import importlib
 
-ACTOR_MODULES: list[str] = []
+from .scheduler import Periodic
+
+ACTOR_MODULES: list[str] = ["cs_daemon.customers.actors"]
 
 
 def load_actors() -> None:
     for name in ACTOR_MODULES:
         importlib.import_module(name)
+
+
+def periodic() -> list[Periodic]:
+    from ..customers import actors as customers
+
+    return [Periodic("sweep_scores", customers.SWEEP_EVERY_SECONDS, customers.sweep_scores.send)]

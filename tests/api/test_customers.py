@@ -1,0 +1,121 @@
+"""Customers API (spec "Customers", decisions §2 pagination extension, §4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import auth
+
+
+def _track(client, key, *events):
+    resp = client.post("/api/track", headers=auth(key), json={"events": list(events)})
+    assert resp.status_code == 200, resp.json
+    return resp.json
+
+
+def test_create_is_201_then_200_with_the_existing_record(client, tenant):
+    h = auth(tenant.key)
+    resp = client.post("/api/customers", headers=h, json={
+        "user_id": "u1", "email": "u1@example.com", "name": "Uno", "properties": {"plan": "pro", "team_size": 4}})
+    assert resp.status_code == 201
+    user = resp.json["user"]
+    assert (user["id"], user["email"], user["name"], user["team_size"]) == ("u1", "u1@example.com", "Uno", 4)
+    assert user["traits"] == {"plan": "pro"} and user["lifecycle_stage"] == "new"
+    again = client.post("/api/customers", headers=h, json={"user_id": "u1", "name": "Changed"})
+    assert again.status_code == 200
+    assert again.json["user"]["name"] == "Uno"
+
+
+@pytest.mark.parametrize("payload, field", [
+    ({"email": "a@b.co"}, "user_id"), ({"user_id": ""}, "user_id"),
+    ({"user_id": "x", "email": "not-an-email"}, "email"), ({"user_id": "x", "properties": 3}, "properties"),
+])
+def test_create_refuses_bad_input(client, tenant, payload, field):
+    resp = client.post("/api/customers", headers=auth(tenant.key), json=payload)
+    assert resp.status_code == 400 and field in [d["field"] for d in resp.json["details"]]
+    assert client.get("/api/customers/stats", headers=auth(tenant.key)).json["stats"]["total"] == 0
+
+
+def test_create_past_the_tracked_user_limit_is_403_plan_limit(client, tenant, rt):
+    from cs_daemon.tenants.models import Tenant
+
+    with rt.session() as s:
+        s.get(Tenant, tenant.id).tracked_user_limit = 1
+    h = auth(tenant.key)
+    assert client.post("/api/customers", headers=h, json={"user_id": "a"}).status_code == 201
+    resp = client.post("/api/customers", headers=h, json={"user_id": "b"})
+    assert resp.status_code == 403
+    assert resp.json["code"] == "plan_limit"
+    assert (resp.json["current"], resp.json["limit"], resp.json["upgrade_to"]) == (1, 1, "starter")
+
+
+def test_name_is_the_user_id_until_known(client, tenant):
+    _track(client, tenant.key, {"user_id": "anon-7", "event": "viewed"})
+    assert client.get("/api/customers/anon-7", headers=auth(tenant.key)).json["customer"]["name"] == "anon-7"
+
+
+def test_detail_has_progress_segments_and_recent_events(client, tenant, clock):
+    h = auth(tenant.key)
+    client.patch("/api/settings", headers=h, json={"config": {"milestones": ["a", "b"]}})
+    _track(client, tenant.key,
+           {"user_id": "u1", "event": "a", "timestamp": "2026-11-01T08:00:00Z"},
+           {"user_id": "u1", "event": "viewed", "timestamp": "2026-11-02T08:00:00Z", "properties": {"p": 1}})
+    resp = client.get("/api/customers/u1", headers=h)
+    assert resp.status_code == 200
+    body = resp.json
+    assert set(body) == {"customer", "events", "interventions"}
+    progress = body["customer"]["milestone_progress"]
+    assert progress["milestones"] == [{"name": "a", "done": True}, {"name": "b", "done": False}]
+    assert progress["done"] == 1 and progress["total"] == 2 and progress["percent"] == 50.0
+    segments = [s["segment"] for s in body["customer"]["segment_memberships"]]
+    assert f"stage:{body['customer']['lifecycle_stage']}" in segments and "active_30d" in segments
+    events = body["events"]
+    assert [e["event"] for e in events] == ["viewed", "a"]  # newest first
+    assert set(events[0]) == {"id", "event", "properties", "timestamp", "received_at", "source", "test"}
+    assert events[0]["properties"] == {"p": 1} and events[0]["source"] == "api"
+    assert body["interventions"] == []
+
+
+def test_detail_of_unknown_or_foreign_user_is_404(client, tenant, make_tenant):
+    other = make_tenant("Globex")
+    _track(client, other.key, {"user_id": "theirs", "event": "x"})
+    for user in ("nobody", "theirs"):
+        resp = client.get(f"/api/customers/{user}", headers=auth(tenant.key))
+        assert resp.status_code == 404 and resp.json["code"] == "not_found"
+
+
+def test_list_pages_with_a_cursor(client, tenant, clock):
+    for i in range(5):
+        _track(client, tenant.key, {"user_id": f"u{i}", "event": "x"})
+        clock.advance(seconds=1)
+    h = auth(tenant.key)
+    first = client.get("/api/customers?limit=2", headers=h).json
+    assert [c["id"] for c in first["customers"]] == ["u4", "u3"]
+    assert first["customers"][0]["next_action"] is None
+    second = client.get(f"/api/customers?limit=2&cursor={first['next_cursor']}", headers=h).json
+    assert [c["id"] for c in second["customers"]] == ["u2", "u1"]
+    third = client.get(f"/api/customers?limit=2&cursor={second['next_cursor']}", headers=h).json
+    assert [c["id"] for c in third["customers"]] == ["u0"] and third["next_cursor"] is None
+    assert len(client.get("/api/customers", headers=h).json["customers"]) == 5
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=1001", "limit=abc", "cursor=%%%"])
+def test_list_refuses_bad_queries(client, tenant, query):
+    resp = client.get(f"/api/customers?{query}", headers=auth(tenant.key))
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+
+
+def test_list_and_stats_never_mix_tenants(client, tenant, make_tenant):
+    other = make_tenant("Globex")
+    _track(client, tenant.key, {"user_id": "mine", "event": "x"})
+    _track(client, other.key, {"user_id": "theirs", "event": "x"}, {"user_id": "theirs2", "event": "x"})
+    assert [c["id"] for c in client.get("/api/customers", headers=auth(tenant.key)).json["customers"]] == ["mine"]
+    assert client.get("/api/customers/stats", headers=auth(tenant.key)).json["stats"]["total"] == 1
+    assert client.get("/api/customers/stats", headers=auth(other.key)).json["stats"]["total"] == 2
+
+
+def test_stats_counts(client, tenant, clock):
+    h = auth(tenant.key)
+    _track(client, tenant.key, {"user_id": "a", "event": "x"}, {"user_id": "b", "event": "churned"})
+    stats = client.get("/api/customers/stats", headers=h).json["stats"]
+    assert stats["total"] == 2 and stats["active"] == 2 and stats["churned"] == 1 and stats["at_risk"] == 1
