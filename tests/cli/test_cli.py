@@ -141,3 +141,18 @@ def test_worker_refuses_the_embedded_mode(monkeypatch, tmp_path, capsys):
     code = run(["worker"])
     err = capsys.readouterr().err
     assert code == 2 and "REDIS_URL" in err and len(err.strip().splitlines()) == 1
+
+
+def test_customers_show(cs, tenant, client):
+    client.post("/api/track", headers=auth(tenant.key), json={"events": [
+        {"user_id": "u1", "event": "$identify", "properties": {"name": "Ada", "email": "ada@x.io"}},
+        {"user_id": "u1", "event": "created_project"}]})
+    code, out, _ = cs("customers", "show", "u1", "--tenant", tenant.id, "--json")
+    assert code == 0
+    body = _json(out)
+    assert body["customer"]["id"] == "u1" and body["customer"]["email"] == "ada@x.io"
+    assert [e["event"] for e in body["events"]][0] in ("created_project", "$identify")
+    code, out, _ = cs("customers", "show", "u1", "--tenant", tenant.id)
+    assert code == 0 and "Ada" in out and "created_project" in out and "health" in out
+    code, _, err = cs("customers", "show", "nobody", "--tenant", tenant.id)
+    assert code == 1 and "customer not found" in err
