@@ -62,7 +62,7 @@ def _render(c: CustomerDetail, recent: list[CustomerEvent]) -> None:
         done = " ".join(("[green]✓[/] " if m["done"] else "[dim]·[/] ") + m["name"] for m in progress["milestones"])
         facts.add_row("milestones", done)
     title = f"{c.name}" + (f"  [dim]({c.id})[/]" if c.name != c.id else "") + ("  [yellow]TEST[/]" if c.test else "")
-    out.print(Panel(facts, title=title, title_align="left"))
+    out.print(Panel(facts, title=title, title_align="left", expand=False))
     if recent:
         table("Recent events", ["timestamp", "event", "source", "properties"],
               [[e.timestamp, e.event, e.source, _short(e.properties)] for e in recent])
