@@ -6,7 +6,7 @@ from cs_daemon import migrate
 from cs_daemon.config import load_settings
 from cs_daemon.runtime import Runtime
 
-from .logging import setup_logging
+from cs_daemon.logs import setup_logging
 from .output import Failure
 
 

@@ -1,6 +1,6 @@
 """WSGI entry for gunicorn: `gunicorn webapp.wsgi:app`."""
 
-from cs_cli.logging import setup_logging
+from cs_daemon.logs import setup_logging
 from cs_daemon.config import load_settings
 
 from . import create_app

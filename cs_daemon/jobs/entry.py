@@ -1,7 +1,7 @@
 """Module the `dramatiq` command loads in each worker process (production mode):
 it installs the broker from the settings and imports every actor module."""
 
-from cs_cli.logging import setup_logging
+from cs_daemon.logs import setup_logging
 from cs_daemon.config import load_settings
 
 from cs_daemon.runtime import Runtime
