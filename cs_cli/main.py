@@ -14,7 +14,7 @@ from typer import _click as typer_click
 from cs_daemon.config import SettingsError
 from cs_daemon.errors import ServiceError
 
-from . import commands_customers, commands_db, commands_flags, commands_keys, commands_serve, commands_tenant
+from . import commands_customers, commands_db, commands_events, commands_flags, commands_keys, commands_serve, commands_tenant
 from .output import Failure, fail_line
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ commands_serve.register(app)
 app.add_typer(commands_db.app, name="db")
 app.add_typer(commands_tenant.app, name="tenant")
 app.add_typer(commands_keys.app, name="keys")
+app.add_typer(commands_events.app, name="events")
 app.add_typer(commands_customers.app, name="customers")
 commands_flags.register(app)
 

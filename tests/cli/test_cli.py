@@ -12,23 +12,6 @@ from cs_cli.main import run
 from tests.conftest import auth
 
 
-@pytest.fixture
-def cs(settings, monkeypatch, capsys):
-    env = {"CS_DATA_DIR": str(settings.cs_data_dir), "CS_SECRET_KEY": "test-secret",
-           "DATABASE_URL": settings.database_url or "", "REDIS_URL": settings.redis_url or "",
-           "CS_REDIS_PREFIX": settings.cs_redis_prefix}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-
-    def invoke(*argv: str):
-        capsys.readouterr()
-        code = run(list(argv))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return invoke
-
-
 def _json(out: str):
     return json.loads(out)  # fails unless stdout is exactly one JSON document
 
