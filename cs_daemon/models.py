@@ -4,10 +4,13 @@ from sqlmodel import SQLModel
 
 from .auth.models import ApiKey
 from .customers.models import Customer, Event
+from .delivery.models import Delivery, DeliveryAttempt
 from .outbox.models import OutboxEvent
 from .team.models import Member
 from .tenants.models import Tenant
+from .webhooks.models import WebhookEndpoint
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiKey", "Customer", "Event", "Member", "OutboxEvent", "Tenant", "metadata"]
+__all__ = ["ApiKey", "Customer", "Delivery", "DeliveryAttempt", "Event", "Member", "OutboxEvent",
+           "Tenant", "WebhookEndpoint", "metadata"]

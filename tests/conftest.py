@@ -66,6 +66,7 @@ def make_settings(backend: str, tmp_path, pg_url: str | None, sqlite_template, *
         return Settings(cs_data_dir=tmp_path, database_url=None, redis_url=None,
                         cs_secret_key="test-secret", **extra)
     prefix = f"cstest-{uuid.uuid4().hex[:8]}"
+    extra.setdefault("allow_private_webhook_urls", True)  # receivers in tests are on loopback
     return Settings(cs_data_dir=tmp_path, database_url=pg_url, redis_url=REDIS,
                     cs_redis_prefix=prefix, cs_secret_key="test-secret", **extra)
 

@@ -7,7 +7,9 @@ import importlib
 
 from .scheduler import Periodic
 
-ACTOR_MODULES: list[str] = ["cs_daemon.customers.actors"]
+# actor modules, and the modules that register delivery listeners
+ACTOR_MODULES: list[str] = ["cs_daemon.customers.actors", "cs_daemon.delivery.actors",
+                            "cs_daemon.webhooks.service"]
 
 
 def load_actors() -> None:
@@ -17,5 +19,9 @@ def load_actors() -> None:
 
 def periodic() -> list[Periodic]:
     from ..customers import actors as customers
+    from ..delivery import actors as delivery
 
-    return [Periodic("sweep_scores", customers.SWEEP_EVERY_SECONDS, customers.sweep_scores.send)]
+    return [
+        Periodic("sweep_scores", customers.SWEEP_EVERY_SECONDS, customers.sweep_scores.send),
+        Periodic("sweep_deliveries", delivery.SWEEP_EVERY_SECONDS, delivery.sweep_deliveries.send),
+    ]

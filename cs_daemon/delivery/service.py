@@ -1,0 +1,187 @@
+"""The one delivery mechanism for everything that leaves the service signed.
+
+A delivery is a row before it is a message: `create` writes it in the caller's
+transaction and enqueues it after commit. `attempt` claims the row with a conditional
+UPDATE (so two copies of a message make one attempt, and a delivered row is never sent
+again), sends outside any transaction, then records the attempt and schedules the next
+one from the row. A periodic sweep re-enqueues whatever is due, so a lost message, a
+killed worker or a restart only delays a delivery. Retries follow the previous attempt
+by 30 s, 2 min, 10 min, 30 min and 2 h; the sixth failure is final.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Callable
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from .. import crypto
+from ..db import on_commit
+from ..errors import NotFound
+from ..integrations import http
+from .models import Delivery, DeliveryAttempt
+from .signing import headers as signed_headers
+
+RETRY_DELAYS = (timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10),
+                timedelta(minutes=30), timedelta(hours=2))
+MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
+DEADLINE_SECONDS = 10.0        # the whole attempt: connect, send, answer
+LEASE = timedelta(seconds=20)   # longer than one attempt can take
+OPEN = ("pending", "retrying")
+
+# kind -> callback(session, delivery, outcome, final) run in the recording transaction,
+# so a domain can follow its deliveries (deactivate an endpoint on 410, mark an
+# intervention delivered, ...).
+Listener = Callable[[Session, Delivery, http.Outcome, bool], None]
+LISTENERS: dict[str, list[Listener]] = {}
+
+
+def listen(kind: str, fn: Listener) -> None:
+    LISTENERS.setdefault(kind, []).append(fn)
+
+
+def encode(body: dict) -> str:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def create(session: Session, tenant_id: str, *, kind: str, url: str, body: dict, secret_enc: str,
+           event_type: str, now: datetime, endpoint_id: str | None = None,
+           subject_id: str | None = None, headers: dict | None = None, test: bool = False,
+           max_attempts: int = MAX_ATTEMPTS, enqueue: bool = True) -> Delivery:
+    """Write the delivery; after commit, a job sends it (unless the caller sends it itself
+    with `attempt`, as the endpoint test does)."""
+    delivery = Delivery(
+        tenant_id=tenant_id, kind=kind, url=url, body=encode(body), secret_enc=secret_enc,
+        event_type=event_type, endpoint_id=endpoint_id, subject_id=subject_id,
+        headers=headers or {}, test=test, max_attempts=max_attempts, status="pending",
+        next_attempt_at=now, created_at=now, updated_at=now,
+    )
+    session.add(delivery)
+    session.flush()
+    if enqueue:
+        on_commit(session, send_later, delivery.id)
+    return delivery
+
+
+def send_later(delivery_id: str, delay: timedelta | None = None) -> None:
+    from .actors import send_delivery
+
+    options = {"delay": int(delay.total_seconds() * 1000)} if delay else {}
+    send_delivery.send_with_options(args=(delivery_id,), **options)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    id: str
+    tenant_id: str
+    kind: str
+    url: str
+    body: str
+    headers: dict
+    secret_enc: str
+    subject_id: str | None
+    number: int
+
+
+def claim(session: Session, delivery_id: str, now: datetime) -> Claimed | None:
+    """Take the lease on a due, open delivery; None when it is done, not due or leased."""
+    row = session.execute(
+        update(Delivery)
+        .where(Delivery.id == delivery_id, Delivery.status.in_(OPEN), Delivery.next_attempt_at <= now,
+               or_(Delivery.locked_until.is_(None), Delivery.locked_until <= now))
+        .values(locked_until=now + LEASE)
+        .returning(Delivery.id, Delivery.tenant_id, Delivery.kind, Delivery.url, Delivery.body,
+                   Delivery.headers, Delivery.secret_enc, Delivery.subject_id, Delivery.attempts)
+    ).first()
+    if row is None:
+        return None
+    return Claimed(row.id, row.tenant_id, row.kind, row.url, row.body, row.headers, row.secret_enc,
+                   row.subject_id, row.attempts + 1)
+
+
+def send(claimed: Claimed, *, secret_key: str, allow_private: bool, now: datetime) -> http.Outcome:
+    body = claimed.body.encode()
+    secret = crypto.decrypt(secret_key, claimed.secret_enc)
+    hdrs = signed_headers(secret=secret, body=body, delivery_id=claimed.id,
+                          event_id=claimed.subject_id, now=now, extra=claimed.headers)
+    return http.post(claimed.url, body, hdrs, allow_private=allow_private, deadline_s=DEADLINE_SECONDS)
+
+
+def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: datetime,
+           now: datetime) -> Delivery:
+    delivery = session.get(Delivery, claimed.id)
+    session.add(DeliveryAttempt(
+        tenant_id=delivery.tenant_id, delivery_id=delivery.id, number=claimed.number, at=at,
+        status_code=outcome.status_code, latency_ms=outcome.latency_ms, error=outcome.error,
+        response_excerpt=outcome.excerpt,
+    ))
+    delivery.attempts = claimed.number
+    delivery.locked_until = None
+    delivery.updated_at = now
+    if outcome.ok:
+        delivery.status, delivery.delivered_at, delivery.next_attempt_at = "delivered", now, None
+    elif claimed.number >= delivery.max_attempts:
+        delivery.status, delivery.next_attempt_at = "failed", None
+    else:
+        delay = RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
+        delivery.status, delivery.next_attempt_at = "retrying", at + delay
+        on_commit(session, send_later, delivery.id, delay)
+    final = delivery.status in ("delivered", "failed")
+    for listener in LISTENERS.get(delivery.kind, []):
+        listener(session, delivery, outcome, final)
+    return delivery
+
+
+def attempt(rt, delivery_id: str) -> Delivery | None:
+    """Claim, send and record one attempt (the body of the send job)."""
+    started = rt.now()
+    with rt.session() as session:
+        claimed = claim(session, delivery_id, started)
+    if claimed is None:
+        return None
+    outcome = send(claimed, secret_key=rt.settings.secret_key,
+                   allow_private=rt.settings.private_webhook_urls_allowed, now=started)
+    with rt.session() as session:
+        return record(session, claimed, outcome, at=started, now=rt.now())
+
+
+def due(session: Session, now: datetime, limit: int = 500) -> list[str]:
+    return list(session.scalars(
+        select(Delivery.id)
+        .where(Delivery.status.in_(OPEN), Delivery.next_attempt_at <= now,
+               or_(Delivery.locked_until.is_(None), Delivery.locked_until <= now))
+        .order_by(Delivery.next_attempt_at).limit(limit)
+    ))
+
+
+def reopen(session: Session, delivery_id: str, now: datetime) -> Delivery:
+    """Allow one more attempt now (replay): same id, same body, same event id."""
+    delivery = session.get(Delivery, delivery_id)
+    if delivery is None:
+        raise NotFound("delivery not found")
+    delivery.status = "retrying" if delivery.attempts else "pending"
+    delivery.max_attempts = max(delivery.max_attempts, delivery.attempts + 1)
+    delivery.next_attempt_at = now
+    delivery.locked_until = None
+    delivery.updated_at = now
+    return delivery
+
+
+def get(session: Session, delivery_id: str) -> Delivery:
+    delivery = session.get(Delivery, delivery_id)
+    if delivery is None:
+        raise NotFound("delivery not found")
+    return delivery
+
+
+def attempts_of(session: Session, delivery_ids: list[str]) -> dict[str, list[DeliveryAttempt]]:
+    out: dict[str, list[DeliveryAttempt]] = {d: [] for d in delivery_ids}
+    if delivery_ids:
+        for a in session.scalars(select(DeliveryAttempt).where(DeliveryAttempt.delivery_id.in_(delivery_ids))
+                                 .order_by(DeliveryAttempt.number)):
+            out[a.delivery_id].append(a)
+    return out

@@ -1,0 +1,66 @@
+"""Outbound URL policy: where production refuses to send (SSRF guard).
+
+A URL is refused when its host resolves to a private, loopback, link-local, multicast,
+reserved or unspecified address, including IPv4-mapped IPv6 and numeric encodings
+(`http://2130706433/` is 127.0.0.1: the resolver decodes it, and the decoded address is
+what is checked). Checked at registration and again at every send, and the connection
+goes to the address that was checked, so a DNS change in between cannot redirect it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+
+class UrlRefused(ValueError):
+    pass
+
+
+def parse(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of an http(s) URL, or UrlRefused."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UrlRefused(f"not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise UrlRefused("must be an http or https URL")
+    if not parts.hostname:
+        raise UrlRefused("must have a host")
+    if parts.username or parts.password:
+        raise UrlRefused("must not carry credentials")
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def _forbidden(ip: ipaddress._BaseAddress) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address):
+        mapped = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if mapped is not None and _forbidden(mapped):
+            return True
+    return (ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast
+            or ip.is_reserved or ip.is_unspecified or not ip.is_global)
+
+
+def resolve(url: str, *, allow_private: bool) -> tuple[str, str, int, str]:
+    """(scheme, host, port, address to connect to) after the policy check."""
+    scheme, host, port = parse(url)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UrlRefused(f"host {host} does not resolve: {exc.strerror}") from None
+    addresses = [info[4][0] for info in infos]
+    if not allow_private:
+        for address in addresses:
+            ip = ipaddress.ip_address(address.split("%")[0])
+            if _forbidden(ip):
+                raise UrlRefused(f"{host} resolves to a non-public address ({ip})")
+    return scheme, host, port, addresses[0]
+
+
+def check(url: str, *, allow_private: bool) -> None:
+    if allow_private:
+        parse(url)
+    else:
+        resolve(url, allow_private=False)

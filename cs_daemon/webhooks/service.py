@@ -1,0 +1,141 @@
+"""Webhook endpoints: registration, updates, soft delete, the test send, the fan-out of
+outbox events to subscribed endpoints, and the delivery log."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .. import crypto, plans
+from ..delivery import service as delivery
+from ..delivery.models import Delivery
+from ..errors import FeatureNotOnPlan, NotFound, ValidationFailed
+from ..integrations import netguard
+from ..integrations.http import Outcome
+from ..tenants.models import Tenant
+from . import catalogue
+from .models import WebhookEndpoint
+
+
+def _check_events(events: list[str] | None) -> None:
+    bad = [{"field": f"events[{i}]", "message": f"unknown event type {e!r}"}
+           for i, e in enumerate(events or []) if not catalogue.valid(e)]
+    if bad:
+        raise ValidationFailed(f"unknown event type {bad[0]['message'].split()[-1]}", bad)
+
+
+def _check_url(url: str, *, allow_private: bool) -> None:
+    try:
+        netguard.check(url, allow_private=allow_private)
+    except netguard.UrlRefused as exc:
+        raise ValidationFailed(f"url refused: {exc}", [{"field": "url", "message": str(exc)}]) from None
+
+
+def register(session: Session, tenant_id: str, *, url: str, description: str | None,
+             events: list[str] | None, now: datetime, secret_key: str,
+             allow_private: bool) -> tuple[WebhookEndpoint, str]:
+    """A new endpoint and its secret (64 hex characters, shown once)."""
+    tenant = session.get(Tenant, tenant_id)
+    if not plans.plan(tenant.plan_tier).webhooks:
+        raise FeatureNotOnPlan(f"webhooks are not on the {tenant.plan_tier} plan",
+                               upgrade_to=plans.cheapest_with("webhooks"))
+    _check_events(events)
+    _check_url(url, allow_private=allow_private)
+    secret = secrets.token_hex(32)
+    endpoint = WebhookEndpoint(tenant_id=tenant_id, url=url, description=description,
+                               subscribed_events=None if events is None else list(dict.fromkeys(events)),
+                               secret_enc=crypto.encrypt(secret_key, secret), active=True,
+                               created_at=now, updated_at=now)
+    session.add(endpoint)
+    session.flush()
+    return endpoint, secret
+
+
+def get(session: Session, endpoint_id: str) -> WebhookEndpoint:
+    endpoint = session.get(WebhookEndpoint, endpoint_id)
+    if endpoint is None:
+        raise NotFound("webhook endpoint not found")
+    return endpoint
+
+
+def list_active(session: Session) -> list[WebhookEndpoint]:
+    return list(session.scalars(select(WebhookEndpoint).where(WebhookEndpoint.active.is_(True))
+                                .order_by(WebhookEndpoint.created_at)))
+
+
+def update(session: Session, endpoint_id: str, fields: dict, *, now: datetime,
+           allow_private: bool) -> WebhookEndpoint:
+    endpoint = get(session, endpoint_id)
+    if "events" in fields:
+        _check_events(fields["events"])
+        endpoint.subscribed_events = None if fields["events"] is None else list(dict.fromkeys(fields["events"]))
+    if fields.get("url") is not None:
+        _check_url(fields["url"], allow_private=allow_private)
+        endpoint.url = fields["url"]
+    if "description" in fields:
+        endpoint.description = fields["description"]
+    endpoint.updated_at = now
+    return endpoint
+
+
+def deactivate(session: Session, endpoint_id: str, *, now: datetime) -> WebhookEndpoint:
+    endpoint = get(session, endpoint_id)
+    endpoint.active = False
+    endpoint.updated_at = now
+    return endpoint
+
+
+def fan_out(session: Session, tenant_id: str, events: list[tuple[str, str, dict]], *,
+            now: datetime, test: bool = False) -> list[Delivery]:
+    """One delivery per (event, subscribed active endpoint), in the caller's transaction.
+    `events` are (event id, type, payload)."""
+    endpoints = list_active(session) if session.info.get("tenant_id") == tenant_id else list(
+        session.scalars(select(WebhookEndpoint).where(WebhookEndpoint.tenant_id == tenant_id,
+                                                      WebhookEndpoint.active.is_(True))))
+    made = []
+    for event_id, kind, payload in events:
+        for endpoint in endpoints:
+            if catalogue.matches(endpoint.subscribed_events, kind):
+                made.append(delivery.create(
+                    session, tenant_id, kind="event", url=endpoint.url, body=payload,
+                    secret_enc=endpoint.secret_enc, event_type=kind, endpoint_id=endpoint.id,
+                    subject_id=event_id, test=test, now=now))
+    return made
+
+
+def send_test(session: Session, endpoint_id: str, *, now: datetime) -> Delivery:
+    """A `webhook.test` delivery of one attempt, for the caller to send at once; it is
+    logged like any delivery."""
+    endpoint = get(session, endpoint_id)
+    made = delivery.create(
+        session, endpoint.tenant_id, kind="test", url=endpoint.url,
+        body={"event": "webhook.test", "endpoint_id": endpoint.id, "sent_at": now.isoformat()},
+        secret_enc=endpoint.secret_enc, event_type="webhook.test", endpoint_id=endpoint.id,
+        now=now, max_attempts=1, enqueue=False)
+    return made
+
+
+def deliveries(session: Session, endpoint_id: str, *, status: str | None, limit: int = 100) -> list[Delivery]:
+    get(session, endpoint_id)
+    query = (select(Delivery).where(Delivery.endpoint_id == endpoint_id)
+             .order_by(Delivery.created_at.desc(), Delivery.id.desc()).limit(limit))
+    if status:
+        query = query.where(Delivery.status == status)
+    return list(session.scalars(query))
+
+
+def _on_gone(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
+    """410 Gone: the receiver says the endpoint is no more; stop sending to it."""
+    if outcome.status_code == 410 and made.endpoint_id:
+        made.status, made.next_attempt_at = "failed", None
+        endpoint = session.get(WebhookEndpoint, made.endpoint_id)
+        if endpoint is not None:
+            endpoint.active = False
+            endpoint.updated_at = made.updated_at
+
+
+delivery.listen("event", _on_gone)
+delivery.listen("test", _on_gone)

@@ -1,0 +1,340 @@
+"""Outbound webhooks: endpoints, signed deliveries on the retry schedule, the log, replay
+and the SSRF guard, against a real receiver on loopback (spec "Events", decisions §9)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import select
+
+from cs_daemon.clock import FakeClock
+from cs_daemon.customers import service as customers
+from cs_daemon.delivery import service as delivery
+from cs_daemon.delivery.models import Delivery
+from cs_daemon.outbox import service as outbox
+from cs_daemon.runtime import Runtime
+from tests.conftest import auth
+from tests.support.receiver import Receiver
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def growth(make_tenant):
+    return make_tenant("Hooks", plan_tier="growth")
+
+
+def register(client, tenant, url, events=None):
+    body = {"url": url, "description": "ops"}
+    if events is not None:
+        body["events"] = events
+    resp = client.post("/api/webhooks/endpoints", headers=auth(tenant.key), json=body)
+    assert resp.status_code == 201, resp.json
+    return resp.json["endpoint"]
+
+
+def emit(rt, tenant, kind="user.risk_changed", payload=None):
+    with rt.session(tenant.id) as s:
+        return outbox.record(s, tenant.id, kind, payload or {"user_id": "u1", "previous_risk": "low",
+                                                             "new_risk": "high", "changed_at": "t"}, now=rt.now())
+
+
+def deliveries(rt, tenant):
+    with rt.session(tenant.id) as s:
+        return list(s.scalars(select(Delivery).order_by(Delivery.created_at)))
+
+
+# -- endpoints ---------------------------------------------------------------------------
+
+def test_register_returns_the_secret_once_and_never_lists_it(client, growth, receiver):
+    endpoint = register(client, growth, receiver.url, ["user.risk_changed", "custom.*"])
+    assert re.fullmatch(r"[0-9a-f]{64}", endpoint["secret"])
+    assert endpoint["subscribed_events"] == ["user.risk_changed", "custom.*"] and endpoint["active"] is True
+    listed = client.get("/api/webhooks/endpoints", headers=auth(growth.key)).json["endpoints"]
+    assert [e["id"] for e in listed] == [endpoint["id"]]
+    assert "secret" not in listed[0] and endpoint["secret"] not in json.dumps(listed)
+
+
+def test_plans_without_webhooks_get_403_with_upgrade_to(client, tenant, receiver):
+    resp = client.post("/api/webhooks/endpoints", headers=auth(tenant.key), json={"url": receiver.url})
+    assert resp.status_code == 403
+    assert resp.json["code"] == "feature_not_on_plan" and resp.json["upgrade_to"] == "growth"
+
+
+@pytest.mark.parametrize("events, ok", [
+    (["custom.*"], True), (["custom.loyalty.points_awarded"], True), (["webhook.test"], True),
+    (["user.lifecycle_changed", "intervention.failed"], True),
+    (["user.unknown"], False), (["custom.Loyalty.x"], False), (["custom.single"], False), (["*"], False),
+])
+def test_subscriptions_are_validated(client, growth, receiver, events, ok):
+    resp = client.post("/api/webhooks/endpoints", headers=auth(growth.key), json={"url": receiver.url, "events": events})
+    assert resp.status_code == (201 if ok else 400)
+    if not ok:
+        assert resp.json["details"][0]["field"] == "events[0]"
+        assert client.get("/api/webhooks/endpoints", headers=auth(growth.key)).json["endpoints"] == []
+
+
+def test_update_delete_and_404s(client, growth, make_tenant, receiver):
+    endpoint = register(client, growth, receiver.url)
+    h = auth(growth.key)
+    resp = client.put(f"/api/webhooks/endpoints/{endpoint['id']}", headers=h,
+                      json={"events": ["user.stage_changed"], "description": "new"})
+    assert resp.status_code == 200
+    body = resp.json["endpoint"]
+    assert body["subscribed_events"] == ["user.stage_changed"] and body["description"] == "new"
+    assert set(body) >= {"id", "url", "description", "subscribed_events", "active", "updated_at"}
+    assert client.put(f"/api/webhooks/endpoints/{endpoint['id']}", headers=h, json={"events": None}).json[
+        "endpoint"]["subscribed_events"] is None
+    assert client.delete(f"/api/webhooks/endpoints/{endpoint['id']}", headers=h).json == {"deleted": True}
+    assert client.get("/api/webhooks/endpoints", headers=h).json["endpoints"] == []
+    other = make_tenant("Other", plan_tier="growth")
+    for method in ("put", "delete"):
+        resp = getattr(client, method)(f"/api/webhooks/endpoints/{endpoint['id']}", headers=auth(other.key), json={})
+        assert resp.status_code == 404
+    assert client.post("/api/webhooks/endpoints/nope/test", headers=h).status_code == 404
+
+
+# -- signing ------------------------------------------------------------------------------
+
+def test_test_send_is_signed_over_the_raw_body(client, growth, receiver):
+    endpoint = register(client, growth, receiver.url)
+    resp = client.post(f"/api/webhooks/endpoints/{endpoint['id']}/test", headers=auth(growth.key))
+    assert resp.status_code == 200
+    assert resp.json["test"] == {"success": True, "status": 200, "status_text": "OK", "error": None}
+    [req] = receiver.requests
+    expected = hmac.new(endpoint["secret"].encode(), req.body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(req.headers["X-Service-Signature"], expected)
+    assert req.headers["User-Agent"] == "Service-Webhook/1.0"
+    assert req.headers["Content-Type"] == "application/json"
+    assert json.loads(req.body)["event"] == "webhook.test"
+    assert req.headers["X-Service-Timestamp"].endswith("Z")
+
+
+def test_standard_webhooks_signature_verifies(settings, make_tenant, receiver):
+    import base64
+
+    from standardwebhooks.webhooks import Webhook
+    from webapp import create_app
+
+    rt = Runtime(settings, FakeClock(datetime.now(timezone.utc)))
+    client = create_app(runtime=rt).test_client()
+    with rt.session() as s:
+        from cs_daemon.tenants import service as tenants
+
+        made = tenants.create(s, name="Std", owner_email="o@std.example", now=rt.now(), plan_tier="growth")
+    resp = client.post("/api/webhooks/endpoints", headers=auth(made.key.secret), json={"url": receiver.url})
+    secret = resp.json["endpoint"]["secret"]
+    client.post(f"/api/webhooks/endpoints/{resp.json['endpoint']['id']}/test", headers=auth(made.key.secret))
+    [req] = receiver.requests
+    hook = Webhook("whsec_" + base64.b64encode(secret.encode()).decode())
+    assert hook.verify(req.body, req.headers)["event"] == "webhook.test"
+
+
+# -- fan-out and the retry schedule --------------------------------------------------------
+
+def test_stage_changes_from_ingest_reach_subscribed_active_endpoints_only(client, growth, rt, clock, receiver):
+    wanted = register(client, growth, receiver.url, ["user.stage_changed"])
+    register(client, growth, receiver.url, ["outcome.recorded"])
+    gone = register(client, growth, receiver.url)
+    client.delete(f"/api/webhooks/endpoints/{gone['id']}", headers=auth(growth.key))
+    h = auth(growth.key)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "x"}]})
+    clock.advance(days=15)
+    with rt.session() as s:
+        customers.sweep(s, now=clock.now())   # u1 turns dormant
+    made = deliveries(rt, growth)
+    assert {d.endpoint_id for d in made} == {wanted["id"]}
+    assert {d.event_type for d in made} == {"user.stage_changed"}
+    body = json.loads(made[0].body)
+    assert body["event"] == "user.stage_changed" and body["user_id"] == "u1"
+    assert set(body) == {"event", "user_id", "previous_stage", "new_stage", "changed_at"}
+
+
+def test_500_twice_then_200_makes_three_attempts_on_schedule(client, growth, rt, clock, receiver):
+    receiver.script = [500, 500, 200]
+    endpoint = register(client, growth, receiver.url)
+    event_id = emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    t0 = clock.now()
+    assert delivery.attempt(rt, made.id).status == "retrying"
+    assert delivery.attempt(rt, made.id) is None          # not due yet: no second attempt
+    clock.advance(seconds=29)
+    with rt.session() as s:
+        assert delivery.due(s, clock.now()) == []
+    clock.advance(seconds=1)
+    with rt.session() as s:
+        assert delivery.due(s, clock.now()) == [made.id]
+    assert delivery.attempt(rt, made.id).status == "retrying"
+    clock.advance(minutes=2)
+    assert delivery.attempt(rt, made.id).status == "delivered"
+    assert len(receiver.requests) == 3
+    assert len({r.headers["webhook-id"] for r in receiver.requests}) == 1
+    assert {r.headers["X-Service-Event-Id"] for r in receiver.requests} == {event_id}
+    assert len({r.body for r in receiver.requests}) == 1
+    log = client.get(f"/api/webhooks/endpoints/{endpoint['id']}/deliveries", headers=auth(growth.key)).json
+    [entry] = log["deliveries"]
+    assert entry["status"] == "delivered" and entry["event_id"] == event_id
+    assert [a["number"] for a in entry["attempts"]] == [1, 2, 3]
+    assert [a["status_code"] for a in entry["attempts"]] == [500, 500, 200]
+    times = [datetime.fromisoformat(a["at"]) for a in entry["attempts"]]
+    assert times == [t0, t0 + timedelta(seconds=30), t0 + timedelta(seconds=150)]
+    assert entry["attempts"][0]["error"] == "HTTP 500" and entry["attempts"][0]["response_excerpt"]
+    assert all(a["latency_ms"] >= 0 for a in entry["attempts"])
+
+
+def test_six_failures_fail_for_good_and_no_seventh_attempt(client, growth, rt, clock, receiver):
+    receiver.script = [503]
+    register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    delays = [timedelta(0)] + list(delivery.RETRY_DELAYS)
+    for delay in delays:
+        clock.advance(seconds=delay.total_seconds())
+        result = delivery.attempt(rt, made.id)
+    assert result.status == "failed" and result.attempts == 6 and result.next_attempt_at is None
+    clock.advance(days=3)
+    assert delivery.attempt(rt, made.id) is None
+    with rt.session() as s:
+        assert delivery.due(s, clock.now()) == []
+    assert len(receiver.requests) == 6
+
+
+def test_two_copies_of_a_message_make_one_attempt(client, growth, rt, receiver):
+    register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    with rt.session() as s:
+        first = delivery.claim(s, made.id, rt.now())
+    with rt.session() as s:
+        assert delivery.claim(s, made.id, rt.now()) is None
+    assert first is not None
+    assert delivery.attempt(rt, made.id) is None
+    assert receiver.requests == []
+
+
+def test_a_time_out_is_a_failed_attempt(client, growth, rt, receiver, monkeypatch):
+    monkeypatch.setattr(delivery, "DEADLINE_SECONDS", 0.5)
+    receiver.script = [("hang", 3)]
+    register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    result = delivery.attempt(rt, made.id)
+    assert result.status == "retrying"
+    with rt.session(growth.id) as s:
+        [attempt] = delivery.attempts_of(s, [made.id])[made.id]
+    assert attempt.status_code is None and "timed out" in attempt.error
+
+
+def test_a_redirect_is_a_failure_and_its_target_is_never_contacted(client, growth, rt, receiver):
+    target = Receiver()
+    try:
+        receiver.script = [("redirect", target.url)]
+        register(client, growth, receiver.url)
+        emit(rt, growth)
+        [made] = deliveries(rt, growth)
+        assert delivery.attempt(rt, made.id).status == "retrying"
+        with rt.session(growth.id) as s:
+            [attempt] = delivery.attempts_of(s, [made.id])[made.id]
+        assert attempt.status_code == 302 and "redirect" in attempt.error
+        assert target.requests == []
+    finally:
+        target.close()
+
+
+def test_410_deactivates_the_endpoint(client, growth, rt, receiver):
+    receiver.script = [410]
+    endpoint = register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    assert delivery.attempt(rt, made.id).status == "failed"
+    assert client.get("/api/webhooks/endpoints", headers=auth(growth.key)).json["endpoints"] == []
+    emit(rt, growth)
+    assert len(deliveries(rt, growth)) == 1  # an inactive endpoint gets nothing new
+    assert endpoint["id"]
+
+
+def test_replay_of_a_failed_delivery_sends_it_again_and_logs_it(client, growth, rt, clock, receiver):
+    receiver.script = [500] * 6 + [200]
+    endpoint = register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    for delay in [timedelta(0)] + list(delivery.RETRY_DELAYS):
+        clock.advance(seconds=delay.total_seconds())
+        delivery.attempt(rt, made.id)
+    h = auth(growth.key)
+    failed = client.get(f"/api/webhooks/endpoints/{endpoint['id']}/deliveries?status=failed", headers=h).json
+    assert [d["id"] for d in failed["deliveries"]] == [made.id]
+    resp = client.post(f"/api/webhooks/deliveries/{made.id}/replay", headers=h)
+    assert resp.status_code == 200
+    replayed = resp.json["delivery"]
+    assert replayed["id"] == made.id and replayed["status"] == "delivered"
+    assert [a["number"] for a in replayed["attempts"]] == [1, 2, 3, 4, 5, 6, 7]
+    assert len(receiver.requests) == 7
+    assert receiver.requests[-1].headers["webhook-id"] == receiver.requests[0].headers["webhook-id"] == made.id
+    assert client.get(f"/api/webhooks/endpoints/{endpoint['id']}/deliveries?status=failed", headers=h).json[
+        "deliveries"] == []
+
+
+def test_delivery_log_and_replay_are_tenant_scoped(client, growth, make_tenant, rt, receiver):
+    endpoint = register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    other = make_tenant("Other", plan_tier="growth")
+    assert client.get(f"/api/webhooks/endpoints/{endpoint['id']}/deliveries", headers=auth(other.key)).status_code == 404
+    assert client.post(f"/api/webhooks/deliveries/{made.id}/replay", headers=auth(other.key)).status_code == 404
+    assert client.get(f"/api/webhooks/endpoints/{endpoint['id']}/deliveries?status=bogus",
+                      headers=auth(growth.key)).status_code == 400
+
+
+# -- the SSRF guard -------------------------------------------------------------------------
+
+PRIVATE_URLS = ["http://127.0.0.1/h", "http://localhost/h", "http://10.1.2.3/h", "http://192.168.0.1/h",
+                "http://172.16.0.5/h", "http://169.254.169.254/latest", "http://[::1]/h",
+                "http://[::ffff:127.0.0.1]/h", "http://[fe80::1]/h", "http://2130706433/h",
+                "http://0x7f000001/h", "http://0177.0.0.1/h", "http://0.0.0.0/h"]
+
+
+@pytest.fixture
+def strict_rt(backend, tmp_path, request, sqlite_template, clock):
+    from tests.conftest import clean, make_settings
+
+    pg = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    settings = make_settings(backend, tmp_path, pg, sqlite_template, allow_private_webhook_urls=False)
+    clean(settings)
+    yield Runtime(settings, clock)
+    clean(settings)
+
+
+@pytest.mark.parametrize("url", PRIVATE_URLS)
+def test_private_addresses_are_refused_at_registration_in_production(strict_rt, url):
+    from cs_daemon.tenants import service as tenants
+    from webapp import create_app
+
+    with strict_rt.session() as s:
+        made = tenants.create(s, name="Strict", owner_email="o@s.example", now=strict_rt.now(), plan_tier="growth")
+    client = create_app(runtime=strict_rt).test_client()
+    resp = client.post("/api/webhooks/endpoints", headers=auth(made.key.secret), json={"url": url})
+    assert resp.status_code == 400, url
+    assert resp.json["details"][0]["field"] == "url"
+
+
+def test_private_addresses_are_refused_at_send_time(client, growth, rt, settings, clock, receiver):
+    strict_rt = Runtime(settings.model_copy(update={"allow_private_webhook_urls": False}), clock)
+    register(client, growth, receiver.url)       # allowed when it was registered
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    result = delivery.attempt(strict_rt, made.id)  # the DNS answer / policy changed since
+    assert result.status == "retrying"
+    with strict_rt.session(growth.id) as s:
+        [attempt] = delivery.attempts_of(s, [made.id])[made.id]
+    assert attempt.error.startswith("refused:") and receiver.requests == []
