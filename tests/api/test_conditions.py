@@ -1,0 +1,219 @@
+"""The condition language: one table of cases run on both back ends (SQL on SQLite and
+PostgreSQL, and in memory), and a property test that they agree on random trees."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import strategies as st
+from sqlalchemy import delete, select
+
+from cs_daemon.customers.models import Customer, Event
+from cs_daemon.engine import conditions as cond
+
+NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
+
+USERS = [
+    dict(id="ada", name="Ada", email="ada@analytical.io", company="Analytical", locale="de", team_size=12,
+         lifecycle_stage="engaged", risk_level="low", health=81.5, activation_score=100, engagement_score=70,
+         traits={"plan": "pro", "seats": 5, "tags": ["beta", "vip"], "score": 7.5, "flag": True},
+         idle=1, age=200, events={"invited_teammate": [2, 20], "created_project": [1]}),
+    dict(id="bob", name=None, email=None, company="Bobcorp", locale="en", team_size=None,
+         lifecycle_stage="onboarding", risk_level="medium", health=42, activation_score=50, engagement_score=30,
+         traits={"plan": "free", "seats": "5", "tags": ["alpha"]},
+         idle=5, age=6, events={"created_project": [5]}),
+    dict(id="cy", name="Cy", email="cy@example.com", company=None, locale=None, team_size=3,
+         lifecycle_stage="at_risk", risk_level="critical", health=12, activation_score=0, engagement_score=2,
+         traits={}, idle=None, age=40, events={}),
+    dict(id="dee", name="Dee", email="dee@Analytical.io", company="analytical", locale="de", team_size=5,
+         lifecycle_stage="churned", risk_level="critical", health=0, activation_score=100, engagement_score=0,
+         traits={"plan": "pro", "seats": 40, "nested": {"a": 1}, "tags": "beta-tester"},
+         idle=45, age=300, events={"invited_teammate": [60], "Invited_Teammate": [44]}),
+]
+
+CASES = [
+    ({}, {"ada", "bob", "cy", "dee"}),
+    ({"all": []}, {"ada", "bob", "cy", "dee"}),
+    ({"any": []}, set()),
+    ({"field": "lifecycle_stage", "op": "in", "value": ["onboarding", "engaged"]}, {"ada", "bob"}),
+    ({"field": "lifecycle_stage", "op": "nin", "value": ["onboarding", "engaged"]}, {"cy", "dee"}),
+    ({"field": "engagement_score", "op": "lt", "value": 40}, {"bob", "cy", "dee"}),
+    ({"field": "health", "op": "gte", "value": 42}, {"ada", "bob"}),
+    ({"field": "name", "op": "neq", "value": "Ada"}, {"cy", "dee"}),          # bob has no name: false
+    ({"field": "name", "op": "exists", "value": False}, {"bob"}),
+    ({"field": "email", "op": "contains", "value": "Analytical"}, {"dee"}),  # case-sensitive
+    ({"field": "company", "op": "eq", "value": "analytical"}, {"dee"}),
+    ({"field": "team_size", "op": "gt", "value": 4}, {"ada", "dee"}),
+    ({"field": "team_size", "op": "eq", "value": "12"}, set()),              # a number is not a string
+    ({"field": "locale", "op": "lt", "value": "e"}, {"ada", "dee"}),
+    ({"field": "traits.plan", "op": "eq", "value": "pro"}, {"ada", "dee"}),
+    ({"field": "traits.plan", "op": "neq", "value": "pro"}, {"bob"}),        # cy has no plan: false
+    ({"field": "traits.seats", "op": "gte", "value": 5}, {"ada", "dee"}),    # "5" is text: no match
+    ({"field": "traits.seats", "op": "lt", "value": 10}, {"ada"}),           # numbers, not text order
+    ({"field": "traits.seats", "op": "eq", "value": "5"}, {"bob"}),
+    ({"field": "traits.seats", "op": "in", "value": [5, "5"]}, {"ada", "bob"}),
+    ({"field": "traits.seats", "op": "nin", "value": [5]}, {"bob", "dee"}),
+    ({"field": "traits.tags", "op": "contains", "value": "beta"}, {"ada", "dee"}),  # array member, substring
+    ({"field": "traits.tags", "op": "contains", "value": "bet"}, {"dee"}),
+    ({"field": "traits.score", "op": "gt", "value": 7}, {"ada"}),
+    ({"field": "traits.flag", "op": "exists", "value": True}, {"ada"}),
+    ({"field": "traits.flag", "op": "eq", "value": 1}, set()),               # a boolean is not a number
+    ({"field": "traits.nested", "op": "exists", "value": True}, {"dee"}),
+    ({"field": "traits.nested", "op": "eq", "value": "x"}, set()),
+    ({"field": "traits.missing", "op": "exists", "value": False}, {"ada", "bob", "cy", "dee"}),
+    ({"field": "days_since_last_activity", "op": "gte", "value": 3}, {"bob", "dee"}),
+    ({"field": "days_since_last_activity", "op": "exists", "value": False}, {"cy"}),
+    ({"field": "days_since_signup", "op": "lt", "value": 30}, {"bob"}),
+    ({"event": "invited_teammate"}, {"ada", "dee"}),
+    ({"event": "invited_teammate", "within_days": 14}, {"ada"}),
+    ({"event": "invited_teammate", "count": {"op": "eq", "value": 0}, "within_days": 14}, {"bob", "cy", "dee"}),
+    ({"event": "invited_teammate", "count": {"op": "gte", "value": 2}}, {"ada"}),
+    ({"event": "Invited_Teammate"}, {"dee"}),                                 # names are exact
+    ({"not": {"field": "risk_level", "op": "eq", "value": "critical"}}, {"ada", "bob"}),
+    ({"not": {"field": "traits.plan", "op": "eq", "value": "pro"}}, {"bob", "cy"}),  # missing is not NULL
+    ({"not": {"field": "name", "op": "eq", "value": "Ada"}}, {"bob", "cy", "dee"}),
+    ({"any": [{"field": "locale", "op": "eq", "value": "de"}, {"field": "team_size", "op": "gte", "value": 3}]},
+     {"ada", "cy", "dee"}),
+    ({"trigger": {"event": "signed_up"}, "all": [{"field": "traits.plan", "op": "eq", "value": "pro"}]},
+     {"ada", "dee"}),
+    ({"all": [
+        {"field": "lifecycle_stage", "op": "in", "value": ["onboarding", "activated", "engaged"]},
+        {"field": "engagement_score", "op": "lt", "value": 80},
+        {"event": "invited_teammate", "count": {"op": "eq", "value": 0}, "within_days": 14},
+        {"not": {"field": "risk_level", "op": "eq", "value": "critical"}},
+        {"any": [{"field": "locale", "op": "eq", "value": "en"}, {"field": "team_size", "op": "gte", "value": 5}]},
+    ]}, {"bob"}),
+]
+
+
+def _seed(session, tenant_id, users):
+    session.execute(delete(Event))
+    session.execute(delete(Customer))
+    for u in users:
+        session.add(Customer(
+            tenant_id=tenant_id, id=u["id"], name=u["name"], email=u["email"], company=u["company"],
+            locale=u["locale"], team_size=u["team_size"], lifecycle_stage=u["lifecycle_stage"],
+            risk_level=u["risk_level"], health=u["health"], activation_score=u["activation_score"],
+            engagement_score=u["engagement_score"], expansion_score=0, traits=u["traits"], state={},
+            last_activity_at=None if u["idle"] is None else NOW - timedelta(days=u["idle"]),
+            created_at=NOW - timedelta(days=u["age"]), updated_at=NOW))
+        for name, ages in u["events"].items():
+            for days in ages:
+                session.add(Event(tenant_id=tenant_id, user_id=u["id"], event=name, properties={},
+                                  timestamp=NOW - timedelta(days=days), received_at=NOW))
+    session.flush()
+
+
+def _in_sql(session, tree) -> set[str]:
+    expr = cond.to_sql(tree, now=NOW, dialect=session.get_bind().dialect.name)
+    return set(session.scalars(select(Customer.id).where(expr)))
+
+
+def _in_memory(session, tree) -> set[str]:
+    events = list(session.scalars(select(Event)))
+    matched = set()
+    for c in session.scalars(select(Customer)):
+        def count(name, within, user=c.id):
+            since = None if within is None else NOW - timedelta(days=within)
+            return sum(1 for e in events if e.user_id == user and e.event == name
+                       and (since is None or e.timestamp >= since))
+
+        facts = cond.Facts(values={f: getattr(c, f) for f in cond.COLUMN_FIELDS}, traits=c.traits,
+                           last_activity_at=c.last_activity_at, created_at=c.created_at, now=NOW,
+                           event_count=count)
+        if cond.evaluate(tree, facts):
+            matched.add(c.id)
+    return matched
+
+
+@pytest.fixture
+def seeded(rt, tenant):
+    with rt.session(tenant.id) as s:
+        _seed(s, tenant.id, USERS)
+    return tenant
+
+
+@pytest.mark.parametrize("tree, expected", CASES, ids=[str(i) for i in range(len(CASES))])
+def test_both_back_ends_pass_the_shared_cases(rt, seeded, tree, expected):
+    cond.validate(tree)
+    with rt.session(seeded.id) as s:
+        assert _in_sql(s, tree) == expected
+        assert _in_memory(s, tree) == expected
+
+
+@pytest.mark.parametrize("tree, path", [
+    ([], "$"),
+    ({"all": {}}, "$.all"),
+    ({"all": [{"field": "health", "op": "gt", "value": 1}, {"field": "nope", "op": "eq", "value": 1}]}, "$.all[1].field"),
+    ({"any": [{"field": "health", "op": "between", "value": 1}]}, "$.any[0].op"),
+    ({"not": {"field": "health", "op": "in", "value": 3}}, "$.not.value"),
+    ({"field": "health", "op": "exists", "value": "yes"}, "$.value"),
+    ({"field": "health", "op": "eq"}, "$.value"),
+    ({"event": "", "count": {"op": "eq", "value": 0}}, "$.event"),
+    ({"event": "x", "count": {"op": "in", "value": 0}}, "$.count"),
+    ({"event": "x", "within_days": -1}, "$.within_days"),
+    ({"trigger": "signed_up"}, "$.trigger"),
+    ({"all": [], "any": []}, "$"),
+    ({"weird": 1}, "$"),
+])
+def test_validator_names_the_bad_node(tree, path):
+    with pytest.raises(cond.ConditionError) as err:
+        cond.validate(tree)
+    assert err.value.path == path
+
+
+# -- property: random trees × random users agree on both databases ------------------------
+
+names = st.sampled_from(["a", "b", "c"])
+texts = st.sampled_from(["x", "y", "Xy", "xyz", ""])
+numbers = st.integers(-3, 50) | st.sampled_from([0.5, 12.25])
+scalars = texts | numbers
+trait_values = st.none() | scalars | st.booleans() | st.lists(scalars, max_size=3)
+
+users = st.lists(st.fixed_dictionaries({
+    "name": st.none() | texts, "locale": st.none() | texts, "team_size": st.none() | st.integers(0, 20),
+    "health": st.integers(0, 100), "lifecycle_stage": st.sampled_from(["new", "engaged", "churned"]),
+    "risk_level": st.sampled_from(["low", "high"]),
+    "traits": st.dictionaries(names, trait_values, max_size=3),
+    "idle": st.none() | st.integers(0, 40), "age": st.integers(41, 60),
+    "events": st.dictionaries(names, st.lists(st.integers(0, 30), max_size=3), max_size=2),
+}), min_size=1, max_size=6)
+
+leaf_field = st.sampled_from(["name", "locale", "team_size", "health", "lifecycle_stage", "risk_level",
+                              "days_since_last_activity", "days_since_signup", "traits.a", "traits.b"])
+
+
+@st.composite
+def leaves(draw):
+    if draw(st.booleans()):
+        op = draw(st.sampled_from(["eq", "neq", "lt", "lte", "gt", "gte"]))
+        return {"event": draw(names), "count": {"op": op, "value": draw(st.integers(0, 3))},
+                **({"within_days": draw(st.integers(1, 30)) + 0.5} if draw(st.booleans()) else {})}
+    op = draw(st.sampled_from(cond.OPS))
+    if op == "exists":
+        value = draw(st.booleans())
+    elif op in ("in", "nin"):
+        value = draw(st.lists(scalars, max_size=3))
+    else:
+        value = draw(scalars)
+    return {"field": draw(leaf_field), "op": op, "value": value}
+
+
+trees = st.recursive(leaves(), lambda kids: st.one_of(
+    st.builds(lambda c: {"all": c}, st.lists(kids, max_size=3)),
+    st.builds(lambda c: {"any": c}, st.lists(kids, max_size=3)),
+    st.builds(lambda c: {"not": c}, kids)), max_leaves=6)
+
+
+@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(population=users, tree=trees)
+def test_sql_and_memory_agree_on_random_trees_and_users(rt, tenant, population, tree):
+    cond.validate(tree)
+    people = [dict(u, id=f"u{i}", email=None, company=None, activation_score=0, engagement_score=0,
+                   idle=None if u["idle"] is None else u["idle"] + 0.25)
+              for i, u in enumerate(population)]
+    with rt.session(tenant.id, commit=False) as s:
+        _seed(s, tenant.id, people)
+        assert _in_sql(s, tree) == _in_memory(s, tree)
