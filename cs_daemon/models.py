@@ -5,12 +5,14 @@ from sqlmodel import SQLModel
 from .auth.models import ApiKey
 from .customers.models import Customer, Event
 from .delivery.models import Delivery, DeliveryAttempt
+from .interventions.models import Intervention
 from .outbox.models import OutboxEvent
+from .playbooks.models import Playbook
 from .team.models import Member
 from .tenants.models import Tenant
 from .webhooks.models import WebhookEndpoint
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiKey", "Customer", "Delivery", "DeliveryAttempt", "Event", "Member", "OutboxEvent",
-           "Tenant", "WebhookEndpoint", "metadata"]
+__all__ = ["ApiKey", "Customer", "Delivery", "DeliveryAttempt", "Event", "Intervention", "Member",
+           "OutboxEvent", "Playbook", "Tenant", "WebhookEndpoint", "metadata"]
