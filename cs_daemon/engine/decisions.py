@@ -1,0 +1,229 @@
+"""The decision engine: for one user, which active playbook acts now, how, and why the
+others do not. A pure module: the caller loads the user, the playbooks and the
+history, and persists what it decides.
+
+Steps: entry conditions (in memory) → constraints → ranking → one action: `send` on a
+channel, `escalate`, `external_action`, or `none` with a reason. Every playbook gets a
+verdict with its reason (the dry run's `rules`). docs/decisions.md states the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from . import conditions
+
+CHANNELS = ("email", "in_app", "webhook", "crm")
+PRIOR_SUCCESS = 0.5
+
+
+@dataclass(frozen=True)
+class PlaybookSpec:
+    id: str
+    name: str
+    entry_conditions: dict
+    exit_conditions: dict
+    constraints: dict
+    strategy_hints: dict
+    success_rate: float | None = None
+    lifecycle_area: str | None = None
+
+    @property
+    def trigger(self) -> str | None:
+        return conditions.trigger_of(self.entry_conditions)
+
+
+@dataclass(frozen=True)
+class History:
+    """What this user (and the tenant) already received from each playbook."""
+
+    for_user: dict[str, int] = field(default_factory=dict)          # lifetime, per playbook
+    last_for_user: dict[str, datetime] = field(default_factory=dict)
+    last_day: dict[str, int] = field(default_factory=dict)          # tenant-wide, last 24 h
+
+
+@dataclass(frozen=True)
+class UserContext:
+    user_id: str
+    facts: conditions.Facts
+    email: str | None = None
+    timezone: str | None = None
+    opted_out: frozenset[str] = frozenset()     # channel names, or "all"
+
+
+@dataclass
+class Verdict:
+    playbook_id: str
+    name: str
+    matched: bool
+    verdict: str              # picked | eligible | rejected | not_matched | not_triggered
+    why: str
+    confidence: float | None = None
+    channel: str | None = None
+    score: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "matched": self.matched, "verdict": self.verdict, "why": self.why,
+                "confidence": self.confidence, "channel": self.channel, "score": self.score}
+
+
+@dataclass
+class Decision:
+    action: str               # send | escalate | external_action | none
+    playbook_id: str | None = None
+    channel: str | None = None
+    confidence: float | None = None
+    reasoning: str | None = None
+    reason: str | None = None
+    severity: str | None = None
+    action_type: str | None = None
+    matched_playbooks: int = 0
+    rules: dict[str, Verdict] = field(default_factory=dict)
+
+
+def leaf_count(tree: dict | None) -> int:
+    node = conditions.fields_of(tree)
+    if not node:
+        return 0
+    for key in ("all", "any"):
+        if key in node:
+            return sum(leaf_count(c) for c in node[key])
+    if "not" in node:
+        return leaf_count(node["not"])
+    return 1
+
+
+def confidence_of(pb: PlaybookSpec) -> float:
+    rate = PRIOR_SUCCESS if pb.success_rate is None else pb.success_rate
+    return round(min(0.95, 0.4 + 0.4 * rate + 0.04 * min(leaf_count(pb.entry_conditions), 5)), 2)
+
+
+def score_of(pb: PlaybookSpec) -> float:
+    rate = PRIOR_SUCCESS if pb.success_rate is None else pb.success_rate
+    priority = pb.strategy_hints.get("priority") or 0
+    return round(10.0 * priority + 5.0 * rate + 0.2 * min(leaf_count(pb.entry_conditions), 5), 3)
+
+
+def considered(pb: PlaybookSpec, *, event: str | None, state_changed: bool, every: bool) -> bool:
+    """Triggered playbooks fire on their event; the others on the sweep and on state changes."""
+    if every:
+        return True
+    if pb.trigger:
+        return pb.trigger == event
+    return event is None or state_changed
+
+
+def decide(user: UserContext, playbooks: list[PlaybookSpec], history: History, *, now: datetime,
+           event: str | None = None, state_changed: bool = False, every: bool = False) -> Decision:
+    """`every` (dry runs) considers every playbook as if its trigger had fired."""
+    decision = Decision(action="none")
+    eligible: list[tuple[float, PlaybookSpec, Verdict]] = []
+    for pb in playbooks:
+        matched = conditions.evaluate(pb.entry_conditions, user.facts)
+        decision.matched_playbooks += matched
+        verdict = Verdict(pb.id, pb.name, matched, "not_matched", "entry conditions not met")
+        decision.rules[pb.id] = verdict
+        if not matched:
+            continue
+        if not considered(pb, event=event, state_changed=state_changed, every=every):
+            verdict.verdict, verdict.why = "not_triggered", f"waits for its trigger event {pb.trigger!r}"
+            continue
+        blocked = _blocked(pb, user, history, now, verdict)
+        if blocked:
+            verdict.verdict, verdict.why = "rejected", blocked
+            continue
+        verdict.verdict, verdict.why, verdict.score = "eligible", "entry conditions met, no constraint blocks it", score_of(pb)
+        eligible.append((verdict.score, pb, verdict))
+    if not eligible:
+        decision.reason = _why_none(playbooks, decision)
+        return decision
+    eligible.sort(key=lambda item: (-item[0], item[1].name, item[1].id))
+    _, pb, verdict = eligible[0]
+    verdict.verdict = "picked"
+    _fill(decision, pb, verdict, len(eligible))
+    return decision
+
+
+def _fill(decision: Decision, pb: PlaybookSpec, verdict: Verdict, eligible: int) -> None:
+    hints = pb.strategy_hints
+    decision.playbook_id, decision.confidence = pb.id, verdict.confidence
+    if hints.get("escalate"):
+        decision.action, decision.channel = "escalate", "escalate"
+        decision.severity = (hints["escalate"] or {}).get("severity", "Medium")
+        how = f"escalate to the team (severity {decision.severity})"
+    elif hints.get("action_type"):
+        decision.action, decision.action_type = "external_action", hints["action_type"]
+        how = f"run external action {decision.action_type!r}"
+    else:
+        decision.action, decision.channel = "send", verdict.channel
+        how = f"send on {verdict.channel}"
+    rate = "no outcomes yet" if pb.success_rate is None else f"success rate {pb.success_rate:.0%}"
+    decision.reasoning = (f"Playbook {pb.name!r} matches ({leaf_count(pb.entry_conditions)} conditions) and ranks "
+                          f"first of {eligible} eligible (priority {pb.strategy_hints.get('priority') or 0}, {rate}); "
+                          f"{how}.")
+
+
+def _why_none(playbooks: list[PlaybookSpec], decision: Decision) -> str:
+    if not playbooks:
+        return "no active playbooks"
+    verdicts = list(decision.rules.values())
+    rejected = [v for v in verdicts if v.verdict == "rejected"]
+    if rejected:
+        return f"every matching playbook is blocked; {rejected[0].name}: {rejected[0].why}"
+    waiting = [v for v in verdicts if v.verdict == "not_triggered"]
+    if waiting:
+        return f"matching playbooks wait for their trigger events; {waiting[0].name}: {waiting[0].why}"
+    return "no playbook's entry conditions match"
+
+
+def _blocked(pb: PlaybookSpec, user: UserContext, history: History, now: datetime, verdict: Verdict) -> str | None:
+    c, hints = pb.constraints or {}, pb.strategy_hints or {}
+    if pb.exit_conditions and conditions.evaluate(pb.exit_conditions, user.facts):
+        return "exit conditions already met"
+    verdict.confidence = confidence_of(pb)
+    user_facing = not hints.get("escalate") and not hints.get("action_type")
+    if user_facing:
+        channel, why = choose_channel(c, hints, user)
+        if channel is None:
+            return why
+        verdict.channel = channel
+    if c.get("max_per_user") is not None and history.for_user.get(pb.id, 0) >= c["max_per_user"]:
+        return f"max_per_user reached ({history.for_user.get(pb.id, 0)} of {c['max_per_user']})"
+    last = history.last_for_user.get(pb.id)
+    if c.get("cooldown_hours") is not None and last is not None and now - last < timedelta(hours=c["cooldown_hours"]):
+        return f"in cooldown until {(last + timedelta(hours=c['cooldown_hours'])).isoformat()}"
+    if c.get("max_per_day") is not None and history.last_day.get(pb.id, 0) >= c["max_per_day"]:
+        return f"max_per_day reached ({history.last_day.get(pb.id, 0)} of {c['max_per_day']} in 24 h)"
+    if user_facing and c.get("quiet_hours") and in_quiet_hours(c["quiet_hours"], user.timezone, now):
+        return "quiet hours in the user's time zone"
+    if c.get("min_confidence") is not None and verdict.confidence < c["min_confidence"]:
+        return f"confidence {verdict.confidence} below min_confidence {c['min_confidence']}"
+    return None
+
+
+def choose_channel(constraints: dict, hints: dict, user: UserContext) -> tuple[str | None, str]:
+    if "all" in user.opted_out:
+        return None, "the user opted out of all channels"
+    allowed = list(constraints.get("channels") or CHANNELS)
+    usable = [ch for ch in allowed if ch not in user.opted_out and (ch != "email" or user.email)]
+    if not usable:
+        opted = [ch for ch in allowed if ch in user.opted_out]
+        if opted:
+            return None, f"the user opted out of {', '.join(opted)}"
+        return None, "no allowed channel can reach the user (no email address)"
+    preferred = hints.get("preferred_channel")
+    return (preferred if preferred in usable else usable[0]), ""
+
+
+def in_quiet_hours(quiet: dict, user_tz: str | None, now: datetime) -> bool:
+    tz_name = user_tz or quiet.get("timezone") or "UTC"
+    try:
+        local = now.astimezone(ZoneInfo(tz_name)).time()
+    except (ZoneInfoNotFoundError, ValueError):
+        local = now.astimezone(ZoneInfo(quiet.get("timezone") or "UTC")).time()
+    start, end = (time.fromisoformat(quiet["start"]), time.fromisoformat(quiet["end"]))
+    if start <= end:
+        return start <= local < end
+    return local >= start or local < end
