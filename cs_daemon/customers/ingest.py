@@ -97,7 +97,8 @@ def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, t
     allowed, blocked = new[:room], set(new[room:])
     if allowed:
         stmt = _insert(session, Customer.__table__).values([
-            {"tenant_id": tenant_id, "id": u, "traits": {}, "state": {}, "lifecycle_stage": "new",
+            {"tenant_id": tenant_id, "id": u, "traits": {}, "state": {}, "opted_out": [],
+             "lifecycle_stage": "new",
              "risk_level": "low", "health": 0.0, "activation_score": 0.0, "engagement_score": 0.0,
              "expansion_score": 0.0, "created_at": now, "updated_at": now, "test": test}
             for u in allowed

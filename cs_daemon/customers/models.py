@@ -40,6 +40,7 @@ class Customer(TenantOwned, table=True):
     scored_at: datetime | None = time_field()
     test: bool = False
     state: dict = json_field(default={}, nullable=False)
+    opted_out: list = json_field(default=[], nullable=False)   # channel names, or "all"
 
 
 class Event(TenantOwned, table=True):

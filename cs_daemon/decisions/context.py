@@ -1,0 +1,82 @@
+"""Loading what the decision engine needs for one user, in a few queries."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.orm import Session
+
+from ..customers.models import Customer, Event
+from ..engine import conditions
+from ..engine.decisions import History, PlaybookSpec, UserContext
+from ..interventions.models import Intervention
+from ..playbooks import service as playbooks
+from ..playbooks.models import Playbook
+
+COUNTED = ("planned", "approved", "sent", "delivered", "failed")   # what a user actually got or will get
+
+
+def specs(session: Session, active: list[Playbook] | None = None) -> list[PlaybookSpec]:
+    rates = playbooks.success_rates(session)
+    return [PlaybookSpec(p.id, p.name, p.entry_conditions or {}, p.exit_conditions or {}, p.constraints or {},
+                         p.strategy_hints or {}, rates.get(p.id), p.lifecycle_area)
+            for p in (active if active is not None else playbooks.active(session))]
+
+
+def _event_clauses(tree, out: set) -> set:
+    node = conditions.fields_of(tree)
+    for key in ("all", "any"):
+        for child in node.get(key, []):
+            _event_clauses(child, out)
+    if "not" in node:
+        _event_clauses(node["not"], out)
+    if "event" in node:
+        out.add((node["event"], node.get("within_days")))
+    return out
+
+
+def event_counts(session: Session, user_id: str, clauses: set, now: datetime) -> dict:
+    """Every (event name, within_days) count the trees ask for, in one query."""
+    if not clauses:
+        return {}
+    ordered = sorted(clauses, key=lambda c: (c[0], c[1] or 0))
+    columns = []
+    for name, within in ordered:
+        cond = Event.event == name
+        if within is not None:
+            cond = and_(cond, Event.timestamp >= now - timedelta(days=within))
+        columns.append(func.count().filter(cond))
+    names = sorted({name for name, _ in ordered})
+    row = session.execute(select(*columns).where(Event.user_id == user_id, Event.event.in_(names))).one()
+    return dict(zip(ordered, row))
+
+
+def user_context(session: Session, customer: Customer, specs_: list[PlaybookSpec], now: datetime) -> UserContext:
+    clauses: set = set()
+    for spec in specs_:
+        _event_clauses(spec.entry_conditions, clauses)
+        _event_clauses(spec.exit_conditions, clauses)
+    counts = event_counts(session, customer.id, clauses, now)
+    facts = conditions.Facts(
+        values={f: getattr(customer, f) for f in conditions.COLUMN_FIELDS}, traits=customer.traits or {},
+        last_activity_at=customer.last_activity_at, created_at=customer.created_at, now=now,
+        event_count=lambda name, within: counts.get((name, within), 0))
+    tz = (customer.traits or {}).get("timezone")
+    return UserContext(customer.id, facts, email=customer.email, timezone=tz if isinstance(tz, str) else None,
+                       opted_out=frozenset(customer.opted_out or []))
+
+
+def history(session: Session, user_id: str, now: datetime) -> History:
+    mine = session.execute(
+        select(Intervention.playbook_id, func.count(), func.max(Intervention.planned_at))
+        .where(Intervention.user_id == user_id, Intervention.playbook_id.isnot(None),
+               Intervention.status.in_(COUNTED))
+        .group_by(Intervention.playbook_id)).all()
+    day = session.execute(
+        select(Intervention.playbook_id, func.count())
+        .where(Intervention.playbook_id.isnot(None), Intervention.status.in_(COUNTED),
+               Intervention.planned_at >= now - timedelta(hours=24))
+        .group_by(Intervention.playbook_id)).all()
+    return History(for_user={p: n for p, n, _ in mine}, last_for_user={p: last for p, _, last in mine if last},
+                   last_day=dict(day))

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from ..schemas import Wire
+
+
+class DryRunRequest(Wire):
+    user_id: str = Field(min_length=1, max_length=255)
+
+
+class DecisionPublic(Wire):
+    action: str
+    playbook_id: str | None = None
+    channel: str | None = None
+    reasoning: str | None = None
+    reason: str | None = None
+    confidence: float | None = None
+    severity: str | None = None
+    action_type: str | None = None
+
+
+class DecisionContext(Wire):
+    lifecycle_stage: str
+    activation_score: float
+    risk_level: str
+    matched_playbooks: int
+
+
+class DryRunResponse(Wire):
+    dry_run: bool = True
+    decision: DecisionPublic
+    rules: dict[str, Any]
+    context: DecisionContext
+
+    @classmethod
+    def of(cls, made, customer) -> "DryRunResponse":
+        return cls(
+            decision=DecisionPublic(action=made.action, playbook_id=made.playbook_id, channel=made.channel,
+                                    reasoning=made.reasoning, reason=made.reason, confidence=made.confidence,
+                                    severity=made.severity, action_type=made.action_type),
+            rules={pid: v.as_dict() for pid, v in made.rules.items()},
+            context=DecisionContext(lifecycle_stage=customer.lifecycle_stage,
+                                    activation_score=customer.activation_score,
+                                    risk_level=customer.risk_level, matched_playbooks=made.matched_playbooks))

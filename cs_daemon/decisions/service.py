@@ -1,0 +1,21 @@
+"""Deciding for a user: the dry run (nothing written), and the real thing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from ..customers import service as customers
+from ..engine.decisions import Decision, decide
+from . import context
+
+
+def dry_run(session: Session, user_id: str, *, now: datetime) -> tuple[Decision, object]:
+    """The decision the engine would take now, considering every active playbook as if its
+    trigger had fired; nothing is written."""
+    customer = customers.get(session, user_id)
+    specs = context.specs(session)
+    user = context.user_context(session, customer, specs, now)
+    made = decide(user, specs, context.history(session, user_id, now), now=now, every=True)
+    return made, customer

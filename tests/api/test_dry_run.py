@@ -1,0 +1,66 @@
+"""POST /api/interventions/dry-run (spec, decisions §7)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from cs_daemon.interventions.models import Intervention
+from tests.conftest import auth
+
+
+def _setup(client, tenant):
+    h = auth(tenant.key)
+    client.post("/api/track", headers=h, json={"events": [
+        {"user_id": "u1", "event": "$identify", "properties": {"email": "u1@x.io", "plan": "pro"}},
+        {"user_id": "u1", "event": "signed_up"}]})
+    ids = {}
+    for name, body in {
+        "welcome": {"entry_conditions": {"trigger": {"event": "signed_up"},
+                                         "all": [{"field": "traits.plan", "op": "eq", "value": "pro"}]},
+                    "strategy_hints": {"priority": 1, "preferred_channel": "in_app"}},
+        "no-invite": {"entry_conditions": {"event": "invited_teammate", "count": {"op": "eq", "value": 0}},
+                      "constraints": {"channels": ["crm"], "min_confidence": 0.99}},
+        "churned": {"entry_conditions": {"field": "lifecycle_stage", "op": "eq", "value": "churned"}},
+    }.items():
+        pid = client.post("/api/playbooks", headers=h, json={"name": name, **body}).json["id"]
+        client.put(f"/api/playbooks/{pid}/status", headers=h, json={"status": "active"})
+        ids[name] = pid
+    return ids
+
+
+def test_dry_run_decides_explains_and_creates_nothing(client, tenant, rt):
+    ids = _setup(client, tenant)
+    key = tenant.issue("editor", ["decide"])
+    resp = client.post("/api/interventions/dry-run", headers=auth(key), json={"user_id": "u1"})
+    assert resp.status_code == 200, resp.json
+    body = resp.json
+    assert body["dry_run"] is True
+    d = body["decision"]
+    assert (d["action"], d["playbook_id"], d["channel"]) == ("send", ids["welcome"], "in_app")
+    assert d["reasoning"] and 0 < d["confidence"] <= 1
+    assert body["context"]["matched_playbooks"] == 2
+    assert set(body["context"]) == {"lifecycle_stage", "activation_score", "risk_level", "matched_playbooks"}
+    rules = body["rules"]
+    assert rules[ids["welcome"]]["verdict"] == "picked"
+    assert rules[ids["no-invite"]]["verdict"] == "rejected" and "min_confidence" in rules[ids["no-invite"]]["why"]
+    assert rules[ids["churned"]]["verdict"] == "not_matched"
+    with rt.session(tenant.id) as s:
+        assert s.scalar(select(func.count()).select_from(Intervention)) == 0
+
+
+def test_dry_run_says_why_none(client, tenant):
+    h = auth(tenant.key)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u2", "event": "x"}]})
+    body = client.post("/api/interventions/dry-run", headers=h, json={"user_id": "u2"}).json
+    assert body["decision"]["action"] == "none" and body["decision"]["reason"] == "no active playbooks"
+
+
+def test_dry_run_unknown_user_is_404_and_needs_decide(client, tenant, make_tenant):
+    h = auth(tenant.key)
+    assert client.post("/api/interventions/dry-run", headers=h, json={"user_id": "ghost"}).status_code == 404
+    other = make_tenant("Other")
+    client.post("/api/track", headers=auth(other.key), json={"events": [{"user_id": "theirs", "event": "x"}]})
+    assert client.post("/api/interventions/dry-run", headers=h, json={"user_id": "theirs"}).status_code == 404
+    assert client.post("/api/interventions/dry-run", headers=h, json={"user_id": ""}).status_code == 400
+    reader = tenant.issue("editor", ["read"])
+    assert client.post("/api/interventions/dry-run", headers=auth(reader), json={"user_id": "x"}).status_code == 403
