@@ -4,6 +4,7 @@ from sqlmodel import SQLModel
 
 from .auth.models import ApiKey
 from .customers.models import Customer, Event
+from .decisions.models import DecisionRequest
 from .delivery.models import Delivery, DeliveryAttempt
 from .interventions.models import Intervention
 from .outbox.models import OutboxEvent
@@ -14,5 +15,5 @@ from .webhooks.models import WebhookEndpoint
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiKey", "Customer", "Delivery", "DeliveryAttempt", "Event", "Intervention", "Member",
+__all__ = ["ApiKey", "Customer", "DecisionRequest", "Delivery", "DeliveryAttempt", "Event", "Intervention", "Member",
            "OutboxEvent", "Playbook", "Tenant", "WebhookEndpoint", "metadata"]

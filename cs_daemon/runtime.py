@@ -28,6 +28,15 @@ class Runtime:
         self.started = time.monotonic()
         self.worker: dramatiq.Worker | None = None
 
+    @property
+    def writer(self):
+        """The AI message writer of this process (template-only without a model)."""
+        if getattr(self, "_writer", None) is None:
+            from .integrations.llm import MessageWriter
+
+            self._writer = MessageWriter.from_settings(self.settings)
+        return self._writer
+
     def now(self):
         return self.clock.now()
 

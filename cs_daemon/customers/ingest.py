@@ -26,6 +26,7 @@ from ..outbox import service as outbox
 from ..tenants.models import Tenant
 from .models import Customer, Event
 from .state import apply_traits, rescore
+from ..decisions.requests import owe as owe_decisions
 
 
 
@@ -63,8 +64,10 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     result.duplicates += len(kept) - len(inserted)
     result.accepted = len(inserted)
     if inserted:
-        result.user_ids = update_customers(session, tenant_id, inserted, now=now, test=test)
-        result.users_upserted = len(result.user_ids)
+        touched = update_customers(session, tenant_id, inserted, now=now, test=test)
+        result.user_ids = list(touched)
+        result.users_upserted = len(touched)
+        owe_decisions(session, tenant_id, touched, now=now)
     return result
 
 
@@ -127,8 +130,9 @@ def _insert_events(session: Session, tenant_id: str, events: list[Incoming], *, 
 
 
 def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime,
-                     test: bool) -> list[str]:
-    """Fold the new events into each user's state and re-score; outbox on changes."""
+                     test: bool) -> dict[str, tuple[set[str], bool]]:
+    """Fold the new events into each user's state and re-score; outbox on changes.
+    Returns, per user, the event names received and whether stage or risk changed."""
     by_user: dict[str, list[dict]] = defaultdict(list)
     for row in inserted:
         by_user[row["user_id"]].append(row)
@@ -137,6 +141,7 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
         select(Customer).where(Customer.id.in_(list(by_user))).with_for_update()
     ).all()
     changes: list[tuple[str, dict]] = []
+    touched: dict[str, tuple[set[str], bool]] = {}
     for customer in customers:
         rows = sorted(by_user[customer.id], key=lambda r: r["timestamp"])
         for row in rows:
@@ -145,6 +150,8 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
         if state.first_seen_at is None and not customer.state:
             state.first_seen_at = min(customer.created_at, rows[0]["timestamp"])
         scoring.apply_events(state, [scoring.Event(r["event"], r["timestamp"]) for r in rows], config)
-        changes += rescore(customer, state, config, now)
+        changed = rescore(customer, state, config, now)
+        changes += changed
+        touched[customer.id] = ({r["event"] for r in rows}, bool(changed))
     outbox.record_many(session, tenant_id, changes, now=now, test=test)
-    return [c.id for c in customers]
+    return touched

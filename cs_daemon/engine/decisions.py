@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
+from typing import Iterable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from . import conditions
@@ -106,18 +107,21 @@ def score_of(pb: PlaybookSpec) -> float:
     return round(10.0 * priority + 5.0 * rate + 0.2 * min(leaf_count(pb.entry_conditions), 5), 3)
 
 
-def considered(pb: PlaybookSpec, *, event: str | None, state_changed: bool, every: bool) -> bool:
-    """Triggered playbooks fire on their event; the others on the sweep and on state changes."""
+def considered(pb: PlaybookSpec, *, events: frozenset[str], state_changed: bool, every: bool) -> bool:
+    """Triggered playbooks fire on their event; the others on the sweep (no events) and on
+    state changes."""
     if every:
         return True
     if pb.trigger:
-        return pb.trigger == event
-    return event is None or state_changed
+        return pb.trigger in events
+    return not events or state_changed
 
 
 def decide(user: UserContext, playbooks: list[PlaybookSpec], history: History, *, now: datetime,
-           event: str | None = None, state_changed: bool = False, every: bool = False) -> Decision:
-    """`every` (dry runs) considers every playbook as if its trigger had fired."""
+           events: Iterable[str] = (), state_changed: bool = False, every: bool = False) -> Decision:
+    """`events`: the event names that arrived (none on the sweep); `every` (dry runs)
+    considers every playbook as if its trigger had fired."""
+    events = frozenset(events)
     decision = Decision(action="none")
     eligible: list[tuple[float, PlaybookSpec, Verdict]] = []
     for pb in playbooks:
@@ -127,7 +131,7 @@ def decide(user: UserContext, playbooks: list[PlaybookSpec], history: History, *
         decision.rules[pb.id] = verdict
         if not matched:
             continue
-        if not considered(pb, event=event, state_changed=state_changed, every=every):
+        if not considered(pb, events=events, state_changed=state_changed, every=every):
             verdict.verdict, verdict.why = "not_triggered", f"waits for its trigger event {pb.trigger!r}"
             continue
         blocked = _blocked(pb, user, history, now, verdict)
@@ -189,8 +193,9 @@ def _blocked(pb: PlaybookSpec, user: UserContext, history: History, now: datetim
         if channel is None:
             return why
         verdict.channel = channel
-    if c.get("max_per_user") is not None and history.for_user.get(pb.id, 0) >= c["max_per_user"]:
-        return f"max_per_user reached ({history.for_user.get(pb.id, 0)} of {c['max_per_user']})"
+    limit = max_per_user(c)
+    if limit is not None and history.for_user.get(pb.id, 0) >= limit:
+        return f"max_per_user reached ({history.for_user.get(pb.id, 0)} of {limit})"
     last = history.last_for_user.get(pb.id)
     if c.get("cooldown_hours") is not None and last is not None and now - last < timedelta(hours=c["cooldown_hours"]):
         return f"in cooldown until {(last + timedelta(hours=c['cooldown_hours'])).isoformat()}"
@@ -201,6 +206,14 @@ def _blocked(pb: PlaybookSpec, user: UserContext, history: History, now: datetim
     if c.get("min_confidence") is not None and verdict.confidence < c["min_confidence"]:
         return f"confidence {verdict.confidence} below min_confidence {c['min_confidence']}"
     return None
+
+
+def max_per_user(constraints: dict) -> int | None:
+    """Without max_per_user or cooldown_hours a playbook acts once per user, so a sweep
+    never repeats itself; a cooldown alone allows repeats."""
+    if constraints.get("max_per_user") is not None:
+        return constraints["max_per_user"]
+    return None if constraints.get("cooldown_hours") is not None else 1
 
 
 def choose_channel(constraints: dict, hints: dict, user: UserContext) -> tuple[str | None, str]:

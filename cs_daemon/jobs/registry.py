@@ -9,7 +9,7 @@ from .scheduler import Periodic
 
 # actor modules, and the modules that register delivery listeners
 ACTOR_MODULES: list[str] = ["cs_daemon.customers.actors", "cs_daemon.delivery.actors",
-                            "cs_daemon.webhooks.service"]
+                            "cs_daemon.decisions.actors", "cs_daemon.webhooks.service"]
 
 
 def load_actors() -> None:
@@ -19,9 +19,11 @@ def load_actors() -> None:
 
 def periodic() -> list[Periodic]:
     from ..customers import actors as customers
+    from ..decisions import actors as decisions
     from ..delivery import actors as delivery
 
     return [
         Periodic("sweep_scores", customers.SWEEP_EVERY_SECONDS, customers.sweep_scores.send),
         Periodic("sweep_deliveries", delivery.SWEEP_EVERY_SECONDS, delivery.sweep_deliveries.send),
+        Periodic("sweep_decisions", decisions.SWEEP_EVERY_SECONDS, decisions.sweep_decisions.send),
     ]

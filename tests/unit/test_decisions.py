@@ -85,11 +85,11 @@ def test_escalate_and_external_action():
 def test_triggers_and_exit_conditions():
     triggered = pb("t", {"trigger": {"event": "signed_up"}})
     assert decide(user(), [triggered], History(), now=NOW).rules["t"].verdict == "not_triggered"
-    assert decide(user(), [triggered], History(), now=NOW, event="signed_up").action == "send"
+    assert decide(user(), [triggered], History(), now=NOW, events=["signed_up"]).action == "send"
     assert decide(user(), [triggered], History(), now=NOW, every=True).action == "send"
     plain = pb("p")
-    assert decide(user(), [plain], History(), now=NOW, event="clicked").rules["p"].verdict == "not_triggered"
-    assert decide(user(), [plain], History(), now=NOW, event="clicked", state_changed=True).action == "send"
+    assert decide(user(), [plain], History(), now=NOW, events=["clicked"]).rules["p"].verdict == "not_triggered"
+    assert decide(user(), [plain], History(), now=NOW, events=["clicked"], state_changed=True).action == "send"
     done = pb("d", exit_={"field": "lifecycle_stage", "op": "eq", "value": "onboarding"})
     assert "exit conditions" in decide(user(), [done], History(), now=NOW).reason
 
@@ -105,3 +105,9 @@ def test_quiet_hours_wrap_midnight_in_the_users_time_zone():
     assert in_quiet_hours(quiet, "Asia/Tokyo", datetime(2026, 11, 2, 14, 0, tzinfo=timezone.utc))  # 23:00 JST
     assert not in_quiet_hours(quiet, "Asia/Tokyo", datetime(2026, 11, 2, 3, 0, tzinfo=timezone.utc))  # 12:00
     assert in_quiet_hours(quiet, None, datetime(2026, 11, 2, 6, 59, tzinfo=timezone.utc))
+
+
+def test_a_playbook_without_limits_acts_once_per_user():
+    assert decide(user(), [pb("p")], History(for_user={"p": 1}), now=NOW).reason.endswith("max_per_user reached (1 of 1)")
+    repeat = pb("p", constraints={"cooldown_hours": 1})
+    assert decide(user(), [repeat], History(for_user={"p": 5}), now=NOW).action == "send"

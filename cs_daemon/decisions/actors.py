@@ -1,0 +1,46 @@
+"""Decision jobs: owed decisions after ingest, and the periodic decision sweep."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select
+
+from ..jobs.broker import actor
+from ..jobs.context import runtime
+from ..playbooks.models import Playbook
+from ..tenants.models import Tenant
+from . import requests
+
+log = logging.getLogger(__name__)
+SWEEP_EVERY_SECONDS = 60
+
+
+@actor(max_retries=3, time_limit=10 * 60 * 1000)
+def decide_owed(request_ids: list[str]) -> None:
+    rt = runtime()
+    for request_id in request_ids:
+        requests.process(rt, request_id)
+
+
+@actor(max_retries=0, time_limit=30 * 60 * 1000)
+def sweep_decisions() -> None:
+    """Re-enqueue owed decisions whose job was lost; decide for users that untriggered
+    active playbooks match (the engine's constraints keep this from repeating itself)."""
+    rt = runtime()
+    now = rt.now()
+    with rt.session() as session:
+        owed = requests.overdue(session, now)
+        tenant_ids = list(session.scalars(
+            select(Tenant.id).where(Tenant.kill_switch_active.is_(False))
+            .where(Tenant.id.in_(select(Playbook.tenant_id).where(Playbook.status == "active")))))
+    if owed:
+        requests.send_later(owed)
+    decided = 0
+    for tenant_id in tenant_ids:
+        with rt.session(tenant_id, commit=False) as session:
+            users = requests.sweep_candidates(session, now)
+        for user_id in users:
+            decided += requests.decide_for(rt, tenant_id, user_id) is not None
+    if owed or decided:
+        log.info("decision sweep: %d owed re-enqueued, %d interventions", len(owed), decided)

@@ -1,0 +1,109 @@
+"""Turning a decision into an intervention: the message (AI writer or template), the
+status the approval mode allows (or `shadow`), and the events it emits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from ..customers.models import Customer
+from ..engine import messages
+from ..engine.decisions import Decision, PlaybookSpec, decide
+from ..interventions.models import Intervention
+from ..outbox import service as outbox
+from ..tenants.models import Tenant
+from . import context
+
+AUTO_APPROVE_MIN_CONFIDENCE = 0.8
+USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
+               "activation_score", "engagement_score", "expansion_score", "risk_level", "last_activity_at")
+
+
+@dataclass
+class Proposal:
+    """A decision with its written message, ready to be recorded."""
+
+    decision: Decision
+    spec: PlaybookSpec
+    message: str | None
+    reasoning: str
+    checks: list[dict] | None
+
+
+def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
+            events=(), state_changed: bool = False) -> Proposal | None:
+    """Decide (read-only) and write the message; None when the engine does nothing."""
+    if tenant.kill_switch_active:
+        return None
+    specs = context.specs(session)
+    if not specs:
+        return None
+    user = context.user_context(session, customer, specs, now)
+    made = decide(user, specs, context.history(session, customer.id, now), now=now, events=events,
+                  state_changed=state_changed)
+    if made.action == "none":
+        return None
+    spec = next(s for s in specs if s.id == made.playbook_id)
+    if made.action != "send":
+        return Proposal(made, spec, None, made.reasoning or "", None)
+    facts = {f: getattr(customer, f) for f in USER_FIELDS}
+    brand = tenant.brand_context
+    template = messages.render_template(spec.strategy_hints.get("message_template"), channel=made.channel,
+                                        user=facts, hints=spec.strategy_hints, brand=brand)
+    draft = writer.write(channel=made.channel, user=facts,
+                         playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
+                                   "hints": spec.strategy_hints},
+                         brand=brand, decision_reasoning=made.reasoning or "", template_message=template)
+    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks)
+
+
+def initial_status(tenant: Tenant, proposal: Proposal) -> str:
+    """decisions §7: shadow mode records only; suggest_only waits for a person; semi_auto
+    approves confident picks; full_auto approves. A playbook that requires approval, or a
+    message that failed a quality check, always waits for a person."""
+    if tenant.shadow_mode:
+        return "shadow"
+    if proposal.decision.action == "escalate":
+        return "open"
+    config = tenant.config or {}
+    if proposal.spec.constraints.get("require_approval"):
+        return "planned"
+    if proposal.checks is not None and not messages.passed_all(proposal.checks):
+        return "planned"
+    mode = config.get("approvalMode", "suggest_only")
+    threshold = config.get("auto_approve_min_confidence", AUTO_APPROVE_MIN_CONFIDENCE)
+    if mode == "full_auto" or (mode == "semi_auto" and (proposal.decision.confidence or 0) >= threshold):
+        return "approved"
+    return "planned"
+
+
+def record(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, *,
+           now: datetime) -> Intervention | None:
+    """Write the intervention (none for an external action: its dispatch is recorded by the
+    external-actions domain) and emit decision.recommended (and intervention.escalated)."""
+    made, spec = proposal.decision, proposal.spec
+    intervention = None
+    if made.action in ("send", "escalate"):
+        status = initial_status(tenant, proposal)
+        intervention = Intervention(
+            tenant_id=tenant.id, user_id=customer.id, playbook_id=spec.id, status=status,
+            channel=made.channel, message_body=proposal.message, reasoning=proposal.reasoning,
+            confidence=made.confidence, source="engine", quality_checks=proposal.checks,
+            severity=made.severity, suggested_action=spec.strategy_hints.get("goal") if made.action == "escalate" else None,
+            reason=made.reasoning if made.action == "escalate" else None, test=customer.test,
+            planned_at=now, approved_at=now if status == "approved" else None, updated_at=now)
+        session.add(intervention)
+        session.flush()
+    events = [("decision.recommended", {
+        "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
+        "action_type": made.action_type, "confidence": made.confidence, "reasoning": proposal.reasoning,
+        "intervention_id": intervention.id if intervention else None,
+        "status": intervention.status if intervention else None, "decided_at": now.isoformat()})]
+    if made.action == "escalate" and intervention.status != "shadow":
+        events.append(("intervention.escalated", {
+            "intervention_id": intervention.id, "user_id": customer.id, "playbook_id": spec.id,
+            "reason": made.reasoning, "escalated_at": now.isoformat()}))
+    outbox.record_many(session, tenant.id, events, now=now, test=customer.test)
+    return intervention

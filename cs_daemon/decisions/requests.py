@@ -1,0 +1,109 @@
+"""Decisions owed after ingest, and the periodic decision sweep.
+
+Ingest writes one request per user that received events (only when the tenant has an
+active playbook), in the same transaction as the events; a job decides after commit.
+Deciding reads and writes in short transactions around the (possibly slow) message
+writer: a lease is taken first, the intervention and `done_at` are written together
+last, so a crash in between leaves the request open for the sweep to retry.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import exists, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from ..customers.models import Customer
+from ..db import new_id, on_commit
+from ..engine import conditions
+from ..playbooks.models import Playbook
+from .models import DecisionRequest
+
+LEASE = timedelta(minutes=2)
+RETRY_AFTER = timedelta(seconds=30)
+SWEEP_USERS_PER_TENANT = 200
+
+
+def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], bool]], *, now: datetime) -> list[str]:
+    if not touched or not session.scalar(select(exists().where(Playbook.tenant_id == tenant_id,
+                                                               Playbook.status == "active"))):
+        return []
+    rows = [{"id": new_id(), "tenant_id": tenant_id, "user_id": user_id, "events": sorted(names),
+             "state_changed": changed, "created_at": now, "claimed_until": None, "done_at": None}
+            for user_id, (names, changed) in touched.items()]
+    session.execute(insert(DecisionRequest.__table__), rows)
+    ids = [r["id"] for r in rows]
+    on_commit(session, send_later, ids)
+    return ids
+
+
+def send_later(ids: list[str]) -> None:
+    from .actors import decide_owed
+
+    for start in range(0, len(ids), 100):
+        decide_owed.send(ids[start:start + 100])
+
+
+def claim(session: Session, request_id: str, now: datetime) -> DecisionRequest | None:
+    row = session.execute(
+        update(DecisionRequest)
+        .where(DecisionRequest.id == request_id, DecisionRequest.done_at.is_(None),
+               or_(DecisionRequest.claimed_until.is_(None), DecisionRequest.claimed_until <= now))
+        .values(claimed_until=now + LEASE)
+        .returning(DecisionRequest.id)).first()
+    return session.get(DecisionRequest, request_id) if row else None
+
+
+def overdue(session: Session, now: datetime, limit: int = 1000) -> list[str]:
+    return list(session.scalars(
+        select(DecisionRequest.id)
+        .where(DecisionRequest.done_at.is_(None), DecisionRequest.created_at <= now - RETRY_AFTER,
+               or_(DecisionRequest.claimed_until.is_(None), DecisionRequest.claimed_until <= now))
+        .order_by(DecisionRequest.created_at).limit(limit)))
+
+
+def sweep_candidates(session: Session, now: datetime) -> list[str]:
+    """Users of this tenant that an untriggered active playbook's entry conditions match."""
+    trees = [p.entry_conditions for p in session.scalars(select(Playbook).where(Playbook.status == "active"))
+             if not conditions.trigger_of(p.entry_conditions)]
+    if not trees:
+        return []
+    dialect = session.get_bind().dialect.name
+    match = or_(*[conditions.to_sql(t, now=now, dialect=dialect) for t in trees])
+    return list(session.scalars(select(Customer.id).where(match)
+                                .order_by(Customer.updated_at.desc()).limit(SWEEP_USERS_PER_TENANT)))
+
+
+def process(rt, request_id: str) -> None:
+    """Decide for one owed request (the body of the job)."""
+    now = rt.now()
+    with rt.session() as session:
+        request = claim(session, request_id, now)
+        if request is None:
+            return
+        tenant_id, user_id = request.tenant_id, request.user_id
+        events, changed = list(request.events or []), request.state_changed
+    decide_for(rt, tenant_id, user_id, events=events, state_changed=changed, request_id=request_id)
+
+
+def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bool = False,
+               request_id: str | None = None):
+    """Propose in a read-only unit of work (the writer may take seconds), then record."""
+    from ..tenants import service as tenants
+    from .record import propose, record
+
+    now = rt.now()
+    with rt.session(tenant_id, commit=False) as session:
+        tenant = tenants.get(session, tenant_id, now=now)
+        customer = session.get(Customer, (tenant_id, user_id))
+        proposal = customer and propose(session, tenant, customer, now=now, writer=rt.writer,
+                                        events=events, state_changed=state_changed)
+    with rt.session(tenant_id) as session:
+        made = None
+        if proposal:
+            tenant = tenants.get(session, tenant_id, now=now)
+            made = record(session, tenant, session.get(Customer, (tenant_id, user_id)), proposal, now=rt.now())
+        if request_id:
+            session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id).values(done_at=rt.now()))
+        return made
