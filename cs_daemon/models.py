@@ -6,6 +6,7 @@ from .auth.models import ApiKey
 from .customers.models import Customer, Event
 from .decisions.models import DecisionRequest
 from .delivery.models import Delivery, DeliveryAttempt
+from .external.models import ExternalAction
 from .interventions.models import Intervention
 from .outbox.models import OutboxEvent
 from .playbooks.models import Playbook
@@ -15,5 +16,5 @@ from .webhooks.models import WebhookEndpoint
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiKey", "Customer", "DecisionRequest", "Delivery", "DeliveryAttempt", "Event", "Intervention", "Member",
+__all__ = ["ApiKey", "Customer", "DecisionRequest", "Delivery", "DeliveryAttempt", "Event", "ExternalAction", "Intervention", "Member",
            "OutboxEvent", "Playbook", "Tenant", "WebhookEndpoint", "metadata"]

@@ -45,3 +45,32 @@ class DryRunResponse(Wire):
             context=DecisionContext(lifecycle_stage=customer.lifecycle_stage,
                                     activation_score=customer.activation_score,
                                     risk_level=customer.risk_level, matched_playbooks=made.matched_playbooks))
+
+
+class RecommendRequest(Wire):
+    user_id: str = Field(min_length=1, max_length=255)
+    domain: str | None = Field(None, max_length=100)
+    available_actions: list[str] = Field(min_length=1, max_length=100)
+    context: dict[str, Any] = Field(default_factory=dict)
+
+
+class RecommendedAction(Wire):
+    action: str
+    parameters: dict[str, Any]
+    confidence: float
+    reasoning: str
+
+
+class UserContextPublic(Wire):
+    lifecycle_stage: str
+    activation_score: float
+    engagement_score: float
+    risk_level: str
+
+
+class RecommendResponse(Wire):
+    user_id: str
+    domain: str | None
+    recommendation: RecommendedAction
+    alternatives: list[RecommendedAction]
+    user_context: UserContextPublic

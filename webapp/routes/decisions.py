@@ -1,9 +1,9 @@
-"""Decisions: the dry run."""
+"""Decisions: the dry run and recommendations."""
 
 from __future__ import annotations
 
-from cs_daemon.decisions import service
-from cs_daemon.decisions.schemas import DryRunRequest, DryRunResponse
+from cs_daemon.decisions import recommend, service
+from cs_daemon.decisions.schemas import DryRunRequest, DryRunResponse, RecommendRequest, RecommendResponse
 
 from ..api import Api, Call
 
@@ -15,3 +15,11 @@ api = Api("Decisions")
 def post_dry_run(call: Call):
     made, customer = service.dry_run(call.session, call.body.user_id, now=call.now)
     return DryRunResponse.of(made, customer)
+
+
+@api.route("POST", "/api/decisions/recommend", access="decide", body=RecommendRequest, response=RecommendResponse,
+           errors=(404,), summary="Which of the available actions to take for a user, learned from outcomes")
+def post_recommend(call: Call):
+    data: RecommendRequest = call.body
+    return recommend.recommend(call.session, call.tenant_id, user_id=data.user_id, available=data.available_actions,
+                               domain=data.domain, now=call.now, test=call.caller.test)
