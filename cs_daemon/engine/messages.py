@@ -36,7 +36,7 @@ _UNFILLED = (
     re.compile(r"(?<!\{)\{[^{}\n]{1,60}\}(?!\})"),  # {name}, {first name}
     re.compile(r"\[[A-Z][A-Z0-9_ ]*[A-Z0-9_]\]"),     # [NAME], [FIRST NAME], [CTA_URL]
 )
-_SHOUT = re.compile(r"\b[A-Z][A-Z']{%d,}\b" % (SHOUT_MIN_LETTERS - 1))
+_CAPS_WORD = re.compile(r"\b[A-Z]+(?:'[A-Z]+)*\b")  # URGENT, DON'T
 _FORMAL = re.compile(r"\b(formal|professional)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
@@ -189,8 +189,10 @@ def check_tone(message: str, *, brand: dict | None, hints: dict) -> dict:
 
 
 def _shouting(message: str, brand: dict | None, hints: dict) -> list[str]:
-    allowed = set(ACRONYMS) | set(_SHOUT.findall(_brand_text(brand)))
-    words = list(dict.fromkeys(w for w in _SHOUT.findall(message) if w not in allowed))
+    allowed = set(ACRONYMS) | set(_CAPS_WORD.findall(_brand_text(brand)))
+    words = [w for w in _CAPS_WORD.findall(message)
+             if sum(c.isalpha() for c in w) >= SHOUT_MIN_LETTERS and w not in allowed]
+    words = list(dict.fromkeys(words))
     return [f"all-caps words: {', '.join(words[:5])}"] if words else []
 
 
