@@ -39,7 +39,8 @@ def gunicorn_argv(settings: Settings, host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "gunicorn", "webapp.wsgi:app",
             "--bind", f"{host}:{port}", "--workers", str(settings.cs_web_processes),
             "--worker-class", "gthread", "--threads", "8",
-            "--graceful-timeout", "20", "--timeout", "60", "--log-level", settings.cs_log_level.lower()]
+            "--graceful-timeout", "20", "--timeout", "60", "--log-level", settings.cs_log_level.lower(),
+            "--no-control-socket"]
 
 
 def dramatiq_argv(settings: Settings, processes: int | None, threads: int | None) -> list[str]:

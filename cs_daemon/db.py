@@ -121,7 +121,10 @@ def _make_engine(settings: Settings) -> Engine:
         pool_size=5,
         max_overflow=10,
         pool_timeout=5,
-        connect_args={"connect_timeout": 3},
+        # bound waits on a database that stops answering without refusing (keepalives,
+        # and libpq's tcp_user_timeout for unacknowledged writes)
+        connect_args={"connect_timeout": 3, "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
+                      "keepalives_count": 2, "tcp_user_timeout": 9000},
     )
 
 
