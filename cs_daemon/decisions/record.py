@@ -96,6 +96,10 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             planned_at=now, approved_at=now if status == "approved" else None, updated_at=now)
         session.add(intervention)
         session.flush()
+        if status == "approved":
+            from ..interventions import pipeline
+
+            pipeline.start(session, intervention, now=now)
     events = [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "confidence": made.confidence, "reasoning": proposal.reasoning,

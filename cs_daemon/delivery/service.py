@@ -23,6 +23,7 @@ from .. import crypto
 from ..db import on_commit
 from ..errors import NotFound
 from ..integrations import http
+from ..tenants.models import Tenant
 from .models import Delivery, DeliveryAttempt
 from .signing import headers as signed_headers
 
@@ -38,6 +39,15 @@ OPEN = ("pending", "retrying")
 # intervention delivered, ...).
 Listener = Callable[[Session, Delivery, http.Outcome, bool], None]
 LISTENERS: dict[str, list[Listener]] = {}
+
+# URL scheme -> transport(claimed, secret, rt, now) -> Outcome. http(s) is built in; the
+# channels add mailto: (email), inapp: (the in-app stream) and sink: (test mode).
+Transport = Callable[["Claimed", str, object, datetime], http.Outcome]
+TRANSPORTS: dict[str, Transport] = {}
+
+# "ref:<name>" secrets are read at send time (e.g. the tenant's CRM secret in its config)
+SecretRef = Callable[[Session, str], str]
+SECRET_REFS: dict[str, SecretRef] = {}
 
 
 def listen(kind: str, fn: Listener) -> None:
@@ -87,12 +97,19 @@ class Claimed:
     number: int
 
 
+def _held():
+    """Tenants whose kill switch holds everything back."""
+    return select(Tenant.id).where(Tenant.kill_switch_active.is_(True))
+
+
 def claim(session: Session, delivery_id: str, now: datetime) -> Claimed | None:
-    """Take the lease on a due, open delivery; None when it is done, not due or leased."""
+    """Take the lease on a due, open delivery; None when it is done, not due, leased, or
+    held by its tenant's kill switch (it is sent once the switch is off)."""
     row = session.execute(
         update(Delivery)
         .where(Delivery.id == delivery_id, Delivery.status.in_(OPEN), Delivery.next_attempt_at <= now,
-               or_(Delivery.locked_until.is_(None), Delivery.locked_until <= now))
+               or_(Delivery.locked_until.is_(None), Delivery.locked_until <= now),
+               Delivery.tenant_id.notin_(_held()))
         .values(locked_until=now + LEASE)
         .returning(Delivery.id, Delivery.tenant_id, Delivery.kind, Delivery.url, Delivery.body,
                    Delivery.headers, Delivery.secret_enc, Delivery.subject_id, Delivery.attempts)
@@ -103,12 +120,28 @@ def claim(session: Session, delivery_id: str, now: datetime) -> Claimed | None:
                    row.subject_id, row.attempts + 1)
 
 
-def send(claimed: Claimed, *, secret_key: str, allow_private: bool, now: datetime) -> http.Outcome:
+def secret_of(rt, claimed: Claimed) -> str:
+    if claimed.secret_enc.startswith("ref:"):
+        with rt.session(claimed.tenant_id) as session:
+            return SECRET_REFS[claimed.secret_enc[4:]](session, claimed.tenant_id)
+    if not claimed.secret_enc:
+        return ""
+    return crypto.decrypt(rt.settings.secret_key, claimed.secret_enc)
+
+
+def send(rt, claimed: Claimed, now: datetime) -> http.Outcome:
+    scheme = claimed.url.split(":", 1)[0]
+    try:
+        secret = secret_of(rt, claimed)
+    except Exception as exc:  # a secret that cannot be read fails the attempt, visibly
+        return http.Outcome(None, None, f"signing secret unavailable: {type(exc).__name__}: {exc}", 0.0)
+    if scheme in TRANSPORTS:
+        return TRANSPORTS[scheme](claimed, secret, rt, now)
     body = claimed.body.encode()
-    secret = crypto.decrypt(secret_key, claimed.secret_enc)
     hdrs = signed_headers(secret=secret, body=body, delivery_id=claimed.id,
                           event_id=claimed.subject_id, now=now, extra=claimed.headers)
-    return http.post(claimed.url, body, hdrs, allow_private=allow_private, deadline_s=DEADLINE_SECONDS)
+    return http.post(claimed.url, body, hdrs, allow_private=rt.settings.private_webhook_urls_allowed,
+                     deadline_s=DEADLINE_SECONDS)
 
 
 def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: datetime,
@@ -143,8 +176,7 @@ def attempt(rt, delivery_id: str) -> Delivery | None:
         claimed = claim(session, delivery_id, started)
     if claimed is None:
         return None
-    outcome = send(claimed, secret_key=rt.settings.secret_key,
-                   allow_private=rt.settings.private_webhook_urls_allowed, now=started)
+    outcome = send(rt, claimed, started)
     with rt.session() as session:
         return record(session, claimed, outcome, at=started, now=rt.now())
 
@@ -153,9 +185,19 @@ def due(session: Session, now: datetime, limit: int = 500) -> list[str]:
     return list(session.scalars(
         select(Delivery.id)
         .where(Delivery.status.in_(OPEN), Delivery.next_attempt_at <= now,
-               or_(Delivery.locked_until.is_(None), Delivery.locked_until <= now))
+               or_(Delivery.locked_until.is_(None), Delivery.locked_until <= now),
+               Delivery.tenant_id.notin_(_held()))
         .order_by(Delivery.next_attempt_at).limit(limit)
     ))
+
+
+def cancel(session: Session, *, subject_id: str, kind: str, now: datetime) -> int:
+    """Stop the open deliveries of a subject (a paused or rolled-back intervention)."""
+    rows = session.scalars(select(Delivery).where(Delivery.subject_id == subject_id, Delivery.kind == kind,
+                                                  Delivery.status.in_(OPEN))).all()
+    for d in rows:
+        d.status, d.next_attempt_at, d.updated_at = "canceled", None, now
+    return len(rows)
 
 
 def reopen(session: Session, delivery_id: str, now: datetime) -> Delivery:

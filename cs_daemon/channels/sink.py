@@ -1,0 +1,17 @@
+"""Test mode: deliveries of interventions made with an rt_test_ key go to a recording
+sink instead of a real channel, and still move through every status."""
+
+from __future__ import annotations
+
+from ..delivery import service as delivery
+from ..integrations.http import Outcome
+
+SINK_URL = "sink:test-mode"
+
+
+def transport(claimed, secret, rt, now) -> Outcome:
+    return Outcome(200, f"recorded by the test-mode sink instead of {claimed.headers.get('X-Service-Channel', 'the channel')}",
+                   None, 0.0)
+
+
+delivery.TRANSPORTS["sink"] = transport

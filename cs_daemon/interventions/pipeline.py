@@ -1,0 +1,165 @@
+"""The execute pipeline: approved → sent → delivered | failed, on the one durable
+delivery mechanism. Approval writes the channel's deliveries in the same transaction;
+the delivery listener moves the intervention's status as attempts are recorded. Paused
+or rolled-back work is cancelled before it leaves; the kill switch holds every delivery
+until it is turned off (the delivery mechanism's claim checks it).
+
+Channels: `webhook` (the channel-delivery payload to each active endpoint, signed),
+`crm` (config.crm_webhook_url, signed with config.crm_webhook_secret), `email`
+(SMTP, `mailto:`) and `in_app` (the stream, `inapp:`); test-mode work goes to the sink.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from ..customers.models import Customer
+from ..delivery import service as delivery
+from ..delivery.models import Delivery
+from ..integrations.http import Outcome
+from ..outbox import service as outbox
+from ..tenants.models import Tenant
+from ..webhooks.models import WebhookEndpoint
+from .models import Intervention
+from ..channels import sink  # noqa: F401  (registers the test-mode transport)
+
+KIND = "channel"
+
+
+def channel_payload(iv: Intervention, customer: Customer | None) -> dict:
+    """The spec's channel-delivery payload."""
+    return {"intervention_id": iv.id, "user_id": iv.user_id, "playbook_id": iv.playbook_id, "channel": iv.channel,
+            "message_body": iv.message_body, "reasoning": iv.reasoning, "confidence": iv.confidence,
+            "metadata": {"lifecycle_stage": customer.lifecycle_stage if customer else None,
+                         "activation_score": customer.activation_score if customer else None,
+                         "risk_level": customer.risk_level if customer else None}}
+
+
+def crm_body(event: str, iv: Intervention, customer: Customer | None) -> dict:
+    fields = ("id", "name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
+              "activation_score", "engagement_score", "expansion_score", "risk_level")
+    return {"event": event,
+            "intervention": {"id": iv.id, "user_id": iv.user_id, "playbook_id": iv.playbook_id, "channel": iv.channel,
+                             "status": iv.status, "message_body": iv.message_body, "reasoning": iv.reasoning,
+                             "confidence": iv.confidence},
+            "customer": {f: getattr(customer, f) for f in fields} if customer else {"id": iv.user_id}}
+
+
+def start(session: Session, iv: Intervention, *, now: datetime) -> list[Delivery]:
+    """Write the deliveries of an approved intervention (sent after commit)."""
+    customer = session.get(Customer, (iv.tenant_id, iv.user_id))
+    common = dict(kind=KIND, event_type=f"channel.{iv.channel}", subject_id=iv.id, test=iv.test, now=now,
+                  headers={"X-Service-Channel": iv.channel})
+    if iv.test:
+        return [delivery.create(session, iv.tenant_id, url="sink:test-mode", body=channel_payload(iv, customer),
+                                secret_enc="", **common)]
+    if iv.channel == "webhook":
+        endpoints = session.query(WebhookEndpoint).filter(WebhookEndpoint.active.is_(True)).all()
+        return [delivery.create(session, iv.tenant_id, url=e.url, body=channel_payload(iv, customer),
+                                secret_enc=e.secret_enc, endpoint_id=e.id, **common) for e in endpoints] or \
+            [_undeliverable(session, iv, "no active webhook endpoint", now)]
+    if iv.channel == "crm":
+        config = session.get(Tenant, iv.tenant_id).config or {}
+        if not config.get("crm_webhook_url"):
+            return [_undeliverable(session, iv, "config.crm_webhook_url is not set", now)]
+        return [delivery.create(session, iv.tenant_id, url=config["crm_webhook_url"],
+                                body=crm_body("intervention.delivered", iv, customer), secret_enc="ref:crm", **common)]
+    if iv.channel == "email":
+        if not customer or not customer.email:
+            return [_undeliverable(session, iv, "the user has no email address", now)]
+        return [delivery.create(session, iv.tenant_id, url=f"mailto:{customer.email}",
+                                body={"intervention_id": iv.id, "user_id": iv.user_id, "name": customer.name,
+                                      "message_body": iv.message_body or ""}, secret_enc="", **common)]
+    return [delivery.create(session, iv.tenant_id, url=f"inapp:{iv.user_id}",
+                            body=channel_payload(iv, customer), secret_enc="", **common)]
+
+
+def _undeliverable(session: Session, iv: Intervention, why: str, now: datetime) -> Delivery:
+    """A delivery that cannot even be tried fails at once, visibly, with its reason."""
+    made = delivery.create(session, iv.tenant_id, kind=KIND, url="none:", body={"intervention_id": iv.id},
+                           secret_enc="", event_type=f"channel.{iv.channel}", subject_id=iv.id, test=iv.test,
+                           now=now, enqueue=False, max_attempts=1)
+    made.status, made.next_attempt_at, made.attempts = "failed", None, 0
+    _failed(session, iv, why, now)
+    return made
+
+
+def stop(session: Session, iv: Intervention, *, now: datetime) -> None:
+    delivery.cancel(session, subject_id=iv.id, kind=KIND, now=now)
+
+
+def withdraw(session: Session, iv: Intervention, *, now: datetime) -> None:
+    """After a rollback of sent work: in-app messages are withdrawn from the stream;
+    webhook and CRM receivers are told with an intervention.rolled_back event."""
+    body = {"intervention_id": iv.id, "user_id": iv.user_id, "playbook_id": iv.playbook_id, "channel": iv.channel,
+            "reason": iv.reason, "rolled_back_at": now.isoformat()}
+    if iv.channel == "in_app":
+        for fn in WITHDRAW_HOOKS:
+            fn(session, iv, now)
+    elif iv.channel == "webhook":
+        outbox.record(session, iv.tenant_id, "intervention.rolled_back", body, now=now, test=iv.test)
+    elif iv.channel == "crm" and not iv.test:
+        config = session.get(Tenant, iv.tenant_id).config or {}
+        if config.get("crm_webhook_url"):
+            customer = session.get(Customer, (iv.tenant_id, iv.user_id))
+            delivery.create(session, iv.tenant_id, kind="event", url=config["crm_webhook_url"],
+                            body=crm_body("intervention.rolled_back", iv, customer), secret_enc="ref:crm",
+                            event_type="intervention.rolled_back", subject_id=iv.id, now=now)
+
+
+WITHDRAW_HOOKS: list = []   # the in-app stream registers how to withdraw a message
+
+
+def _delivered(session: Session, iv: Intervention, now: datetime) -> None:
+    iv.status, iv.delivered_at, iv.updated_at = "delivered", now, now
+    iv.sent_at = iv.sent_at or now
+    outbox.record(session, iv.tenant_id, "intervention.delivered", {
+        "intervention_id": iv.id, "user_id": iv.user_id, "playbook_id": iv.playbook_id, "channel": iv.channel,
+        "delivered_at": now.isoformat()}, now=now, test=iv.test)
+
+
+def _failed(session: Session, iv: Intervention, why: str, now: datetime) -> None:
+    iv.status, iv.updated_at = "failed", now
+    outbox.record(session, iv.tenant_id, "intervention.failed", {
+        "intervention_id": iv.id, "user_id": iv.user_id, "channel": iv.channel,
+        "error": {"code": "delivery_failed", "message": why}, "failed_at": now.isoformat()}, now=now, test=iv.test)
+
+
+def mark_delivered(session: Session, intervention_id: str, now: datetime) -> None:
+    """For channels that deliver later than the attempt (the in-app stream on connect)."""
+    iv = session.get(Intervention, intervention_id)
+    if iv is not None and iv.status in ("approved", "sent"):
+        _delivered(session, iv, now)
+
+
+def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
+    iv = session.get(Intervention, made.subject_id)
+    if iv is None or iv.status not in ("approved", "sent"):
+        return          # paused, rolled back or already settled: nothing more to say
+    now = made.updated_at
+    if made.status == "delivered":
+        if iv.channel == "in_app" and not iv.test:
+            iv.status, iv.sent_at, iv.updated_at = "sent", iv.sent_at or now, now   # queued on the stream
+        else:
+            _delivered(session, iv, now)
+    elif made.status == "failed":
+        others = session.query(Delivery).filter(Delivery.subject_id == iv.id, Delivery.kind == KIND,
+                                                Delivery.id != made.id,
+                                                Delivery.status.in_(("pending", "retrying", "delivered"))).count()
+        if not others:
+            _failed(session, iv, outcome.error or "delivery failed", now)
+    else:
+        iv.status, iv.sent_at, iv.updated_at = "sent", iv.sent_at or now, now
+
+
+def _crm_secret(session: Session, tenant_id: str) -> str:
+    secret = (session.get(Tenant, tenant_id).config or {}).get("crm_webhook_secret")
+    if not secret:
+        raise LookupError("config.crm_webhook_secret is not set")
+    return secret
+
+
+delivery.listen(KIND, _on_attempt)
+delivery.SECRET_REFS["crm"] = _crm_secret
