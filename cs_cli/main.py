@@ -14,7 +14,19 @@ from typer import _click as typer_click
 from cs_daemon.config import SettingsError
 from cs_daemon.errors import ServiceError
 
-from . import commands_customers, commands_db, commands_events, commands_flags, commands_keys, commands_serve, commands_tenant
+from . import (
+    commands_customers,
+    commands_db,
+    commands_decide,
+    commands_events,
+    commands_flags,
+    commands_interventions,
+    commands_keys,
+    commands_playbooks,
+    commands_serve,
+    commands_tenant,
+    commands_webhooks,
+)
 from .output import Failure, fail_line
 
 app = typer.Typer(
@@ -30,6 +42,10 @@ app.add_typer(commands_tenant.app, name="tenant")
 app.add_typer(commands_keys.app, name="keys")
 app.add_typer(commands_events.app, name="events")
 app.add_typer(commands_customers.app, name="customers")
+app.add_typer(commands_playbooks.app, name="playbooks")
+app.add_typer(commands_decide.app, name="decide")
+app.add_typer(commands_interventions.app, name="interventions")
+app.add_typer(commands_webhooks.app, name="webhooks")
 commands_flags.register(app)
 
 log = logging.getLogger("cs")

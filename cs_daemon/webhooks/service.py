@@ -127,6 +127,31 @@ def deliveries(session: Session, endpoint_id: str, *, status: str | None, limit:
     return list(session.scalars(query))
 
 
+def delivery_log(session: Session, tenant_id: str, *, endpoint_id: str | None = None,
+                 status: str | None = None, since: datetime | None = None,
+                 limit: int | None = 100) -> list[Delivery]:
+    """A tenant's deliveries, newest first, optionally of one endpoint, in one status,
+    or created at or after `since` (no limit when `limit` is None)."""
+    query = (select(Delivery).where(Delivery.tenant_id == tenant_id)
+             .order_by(Delivery.created_at.desc(), Delivery.id.desc()))
+    if endpoint_id:
+        query = query.where(Delivery.endpoint_id == endpoint_id)
+    if status:
+        query = query.where(Delivery.status == status)
+    if since is not None:
+        query = query.where(Delivery.created_at >= since)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query))
+
+
+def failed_since(session: Session, tenant_id: str, since: datetime) -> list[str]:
+    """Ids of the tenant's deliveries that failed for good, created at or after `since`,
+    oldest first (the order a replay should resend them in)."""
+    rows = delivery_log(session, tenant_id, status="failed", since=since, limit=None)
+    return [d.id for d in reversed(rows)]
+
+
 def _on_gone(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
     """410 Gone: the receiver says the endpoint is no more; stop sending to it."""
     if outcome.status_code == 410 and made.endpoint_id:

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+import yaml
+from pydantic import ValidationError
+
+from cs_daemon.errors import ValidationFailed
+from cs_daemon.playbooks import service
+from cs_daemon.playbooks.schemas import PlaybookCreate
+from cs_daemon.tenants import service as tenants
+
+from .context import runtime
+from .output import Failure, print_json, success, table
+
+app = typer.Typer(help="Playbooks: audience previews and applying playbook files.", no_args_is_help=True)
+
+
+def _load(source: str) -> object:
+    """JSON text, or a .json / .yaml / .yml file."""
+    path = Path(source)
+    if source.lstrip().startswith(("{", "[")):
+        text, kind = source, "json"
+    elif path.is_file():
+        text, kind = path.read_text(), ("yaml" if path.suffix.lower() in (".yaml", ".yml") else "json")
+    else:
+        raise Failure(f"{source!r} is neither JSON nor a readable file", "validation_failed", 2)
+    try:
+        return yaml.safe_load(text) if kind == "yaml" else json.loads(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0]
+        raise Failure(f"cannot parse {source if kind == 'yaml' or path.is_file() else 'the JSON given'}: {first}",
+                      "validation_failed", 2) from None
+
+
+@app.command("preview-count")
+def preview_count(
+    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    conditions: str = typer.Option(..., "--conditions", help="An entry-condition tree: JSON text or a file."),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
+):
+    """How many users an entry-condition tree matches now."""
+    tree = _load(conditions)
+    if not isinstance(tree, dict):
+        raise Failure("the conditions must be a JSON object", "validation_failed", 2)
+    rt = runtime()
+    with rt.session(tenant) as s:
+        tenants.get(s, tenant, now=rt.now())
+        count = service.preview_count(s, tree, now=rt.now())
+    if json_:
+        print_json({"matching_users": count})
+    else:
+        success(f"{count} users match")
+
+
+@app.command("apply")
+def apply(
+    file: str = typer.Argument(..., help="A .yaml/.yml or .json file: one playbook or a list of them."),
+    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
+):
+    """Create or update playbooks from a file, matched by name (safe to run again).
+    A playbook may carry `status` (draft, active, paused, archived)."""
+    data = _load(file)
+    items = data if isinstance(data, list) else [data]
+    specs = [_spec(i, item) for i, item in enumerate(items)]
+    rt = runtime()
+    results = []
+    with rt.session(tenant) as s:
+        tenants.get(s, tenant, now=rt.now())
+        for fields, status in specs:
+            existing = service.find_by_name(s, fields["name"])
+            if existing:
+                playbook, action = service.update(s, existing.id, fields, now=rt.now()), "updated"
+            else:
+                playbook, action = service.create(s, tenant, fields, now=rt.now()), "created"
+            if status and status != playbook.status:
+                service.set_status(s, playbook.id, status, now=rt.now())
+            results.append({"id": playbook.id, "name": playbook.name, "status": playbook.status, "result": action})
+    if json_:
+        print_json({"playbooks": results})
+        return
+    table("Playbooks applied", ["name", "id", "status", "result"],
+          [[r["name"], r["id"], r["status"], r["result"]] for r in results])
+
+
+def _spec(index: int, item) -> tuple[dict, str | None]:
+    if not isinstance(item, dict):
+        raise Failure(f"playbook #{index + 1}: must be an object", "validation_failed", 2)
+    status = item.get("status")
+    if status is not None and status not in ("draft", "active", "paused", "archived"):
+        raise Failure(f"playbook #{index + 1}: status must be draft, active, paused or archived", "validation_failed", 2)
+    try:
+        parsed = PlaybookCreate.model_validate(item)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ValidationFailed(f"playbook #{index + 1} ({item.get('name', '?')}): {where}: {err['msg']}") from None
+    return parsed.model_dump(exclude_unset=True), status

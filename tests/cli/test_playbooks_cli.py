@@ -1,0 +1,78 @@
+"""cs playbooks preview-count / apply and cs decide dry-run."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import auth
+
+PLAYBOOKS_YAML = """
+- name: Welcome
+  status: active
+  entry_conditions:
+    trigger: {event: signed_up}
+  strategy_hints: {goal: first project, preferred_channel: in_app}
+- name: Pros
+  entry_conditions:
+    field: traits.plan
+    op: eq
+    value: pro
+"""
+
+
+def _users(client, tenant):
+    client.post("/api/track", headers=auth(tenant.key), json={"events": [
+        {"user_id": "a", "event": "$identify", "properties": {"plan": "pro"}},
+        {"user_id": "b", "event": "$identify", "properties": {"plan": "free"}},
+        {"user_id": "a", "event": "signed_up"}]})
+
+
+def test_preview_count_from_json_text_and_file(cs, tenant, client, tmp_path):
+    _users(client, tenant)
+    code, out, _ = cs("playbooks", "preview-count", "--tenant", tenant.id,
+                      "--conditions", '{"field": "traits.plan", "op": "eq", "value": "pro"}', "--json")
+    assert code == 0 and json.loads(out) == {"matching_users": 1}
+    path = tmp_path / "tree.json"
+    path.write_text("{}")
+    code, out, _ = cs("playbooks", "preview-count", "--tenant", tenant.id, "--conditions", str(path))
+    assert code == 0 and "2 users match" in out
+    code, _, err = cs("playbooks", "preview-count", "--tenant", tenant.id, "--conditions", '{"field": "nope"}')
+    assert code != 0 and "entry_conditions.field" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cs("playbooks", "preview-count", "--tenant", tenant.id, "--conditions", "missing.json")
+    assert code != 0 and "neither JSON nor a readable file" in err
+
+
+def test_apply_is_idempotent_by_name(cs, tenant, client, tmp_path):
+    path = tmp_path / "playbooks.yaml"
+    path.write_text(PLAYBOOKS_YAML)
+    code, out, _ = cs("playbooks", "apply", str(path), "--tenant", tenant.id, "--json")
+    assert code == 0
+    first = json.loads(out)["playbooks"]
+    assert [(p["name"], p["result"]) for p in first] == [("Welcome", "created"), ("Pros", "created")]
+    code, out, _ = cs("playbooks", "apply", str(path), "--tenant", tenant.id, "--json")
+    second = json.loads(out)["playbooks"]
+    assert [p["result"] for p in second] == ["updated", "updated"]
+    assert [p["id"] for p in second] == [p["id"] for p in first]
+    listed = client.get("/api/playbooks", headers=auth(tenant.key)).json["playbooks"]
+    assert {p["name"]: p["status"] for p in listed} == {"Welcome": "active", "Pros": "draft"}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"name": "X", "constraints": {"channels": ["fax"]}}]))
+    code, _, err = cs("playbooks", "apply", str(bad), "--tenant", tenant.id)
+    assert code != 0 and "constraints.channels" in err
+    assert len(client.get("/api/playbooks", headers=auth(tenant.key)).json["playbooks"]) == 2
+
+
+def test_decide_dry_run(cs, tenant, client, tmp_path):
+    _users(client, tenant)
+    path = tmp_path / "p.yaml"
+    path.write_text(PLAYBOOKS_YAML)
+    cs("playbooks", "apply", str(path), "--tenant", tenant.id)
+    code, out, _ = cs("decide", "dry-run", "a", "--tenant", tenant.id, "--json")
+    assert code == 0
+    body = json.loads(out)
+    assert body["dry_run"] is True and body["decision"]["action"] == "send"
+    assert body["decision"]["channel"] == "in_app"
+    code, out, _ = cs("decide", "dry-run", "a", "--tenant", tenant.id)
+    assert code == 0 and "picked" in out and "Welcome" in out
+    code, _, err = cs("decide", "dry-run", "ghost", "--tenant", tenant.id)
+    assert code == 1 and "not found" in err
