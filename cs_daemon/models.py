@@ -3,10 +3,11 @@
 from sqlmodel import SQLModel
 
 from .auth.models import ApiKey
+from .channels.in_app_models import InAppMessage  # noqa: F401
 from .customers.models import Customer, Event
 from .decisions.models import DecisionRequest
 from .delivery.models import Delivery, DeliveryAttempt
-from .external.models import ExternalAction
+from .external.models import ActionType, ExternalAction
 from .interventions.models import Intervention
 from .outbox.models import OutboxEvent
 from .playbooks.models import Playbook
@@ -16,5 +17,5 @@ from .webhooks.models import WebhookEndpoint
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiKey", "Customer", "DecisionRequest", "Delivery", "DeliveryAttempt", "Event", "ExternalAction", "Intervention", "Member",
+__all__ = ["ActionType", "ApiKey", "Customer", "DecisionRequest", "Delivery", "DeliveryAttempt", "Event", "ExternalAction", "Intervention", "Member",
            "OutboxEvent", "Playbook", "Tenant", "WebhookEndpoint", "metadata"]

@@ -23,10 +23,12 @@ _HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 
 
 
 def all_apis() -> list[Api]:
-    from .routes import connectors, customers, decisions, interventions, playbooks, settings, system, webhooks
+    from .routes import (connectors, customers, decisions, external, interventions, playbooks, settings, system,
+                         webhooks)
+
 
     return [system.api, settings.api, customers.api, connectors.api, webhooks.api, playbooks.api,
-            decisions.api, interventions.api]
+            decisions.api, interventions.api, external.api]
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,

@@ -36,3 +36,24 @@ class ExternalAction(TenantOwned, table=True):
     dispatched_at: datetime | None = time_field()
     delivered_at: datetime | None = time_field()
     completed_at: datetime | None = time_field()
+
+
+class ActionType(TenantOwned, table=True):
+    """A kind of action a partner system performs when the engine picks it."""
+
+    __tablename__ = "action_types"
+    __table_args__ = (Index("uq_action_types_name", "tenant_id", "name", unique=True),)
+
+    id: str = id_field()
+    name: str = Field(max_length=100)
+    description: str = Field(sa_column=Column(Text, nullable=False))
+    provider: str = Field(max_length=100)
+    parameters_schema: dict = json_field(default={}, nullable=False)
+    delivery_webhook: str = Field(sa_column=Column(Text, nullable=False))
+    domain: str | None = Field(default=None, max_length=100)
+    estimated_cost_usd: str | None = Field(default=None, max_length=32)
+    secret_enc: str = Field(sa_column=Column(Text, nullable=False))
+    platform_id: str | None = Field(default=None, max_length=100)
+    active: bool = True
+    created_at: datetime = time_field(nullable=False)
+    updated_at: datetime = time_field(nullable=False)

@@ -10,7 +10,8 @@ from .scheduler import Periodic
 # actor modules, and the modules that register delivery listeners
 ACTOR_MODULES: list[str] = ["cs_daemon.customers.actors", "cs_daemon.delivery.actors",
                             "cs_daemon.decisions.actors", "cs_daemon.webhooks.service",
-                            "cs_daemon.interventions.pipeline", "cs_daemon.channels.sink"]
+                            "cs_daemon.interventions.pipeline", "cs_daemon.channels.sink",
+                            "cs_daemon.external.service"]
 
 
 def load_actors() -> None:

@@ -1,0 +1,215 @@
+"""External actions (decisions §10): action types, dispatch through the one signed
+delivery mechanism, the action log, outcomes, expiry, and custom events."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timedelta
+
+from jsonschema import Draft202012Validator, SchemaError
+from jsonschema.validators import validator_for
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .. import crypto
+from ..customers import ingest
+from ..customers.models import Customer
+from ..delivery import service as delivery
+from ..delivery.models import Delivery
+from ..errors import Conflict, NotFound, ValidationFailed
+from ..integrations import netguard
+from ..integrations.http import Outcome
+from ..outbox import service as outbox
+from .models import ActionType, ExternalAction
+
+EXPIRE_AFTER = timedelta(days=7)
+KIND = "dispatch"
+
+
+def check_schema(schema: dict) -> None:
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        raise ValidationFailed(f"parameters_schema is not a valid JSON Schema: {exc.message}",
+                               [{"field": "parameters_schema", "message": exc.message}]) from None
+
+
+def _check_url(url: str, allow_private: bool) -> None:
+    try:
+        netguard.check(url, allow_private=allow_private)
+    except netguard.UrlRefused as exc:
+        raise ValidationFailed(f"delivery_webhook refused: {exc}",
+                               [{"field": "delivery_webhook", "message": str(exc)}]) from None
+
+
+def create_type(session: Session, tenant_id: str, fields: dict, *, now: datetime, secret_key: str,
+                allow_private: bool, platform_id: str | None = None) -> tuple[ActionType, str]:
+    check_schema(fields["parameters_schema"])
+    _check_url(fields["delivery_webhook"], allow_private)
+    if find_type(session, fields["name"]) is not None:
+        raise Conflict(f"an action type named {fields['name']!r} already exists")
+    secret = secrets.token_hex(32)
+    action_type = ActionType(tenant_id=tenant_id, secret_enc=crypto.encrypt(secret_key, secret), active=True,
+                             platform_id=platform_id, created_at=now, updated_at=now, **fields)
+    session.add(action_type)
+    try:
+        session.flush()
+    except IntegrityError:
+        raise Conflict(f"an action type named {fields['name']!r} already exists") from None
+    return action_type, secret
+
+
+def find_type(session: Session, name: str) -> ActionType | None:
+    return session.scalars(select(ActionType).where(ActionType.name == name)).first()
+
+
+def get_type(session: Session, type_id: str) -> ActionType:
+    found = session.get(ActionType, type_id)
+    if found is None:
+        raise NotFound("action type not found")
+    return found
+
+
+def list_types(session: Session, *, provider: str | None, domain: str | None, active: bool | None) -> list[ActionType]:
+    query = select(ActionType).order_by(ActionType.created_at, ActionType.id)
+    if provider is not None:
+        query = query.where(ActionType.provider == provider)
+    if domain is not None:
+        query = query.where(ActionType.domain == domain)
+    if active is not None:
+        query = query.where(ActionType.active.is_(active))
+    return list(session.scalars(query))
+
+
+def update_type(session: Session, type_id: str, fields: dict, *, now: datetime, allow_private: bool) -> ActionType:
+    action_type = get_type(session, type_id)
+    if fields.get("parameters_schema") is not None:
+        check_schema(fields["parameters_schema"])
+    if fields.get("delivery_webhook") is not None:
+        _check_url(fields["delivery_webhook"], allow_private)
+    if fields.get("name") and fields["name"] != action_type.name and find_type(session, fields["name"]):
+        raise Conflict(f"an action type named {fields['name']!r} already exists")
+    for key, value in fields.items():
+        if value is not None or key in ("domain", "estimated_cost_usd"):
+            setattr(action_type, key, value)
+    action_type.updated_at = now
+    return action_type
+
+
+def deactivate_type(session: Session, type_id: str, *, now: datetime) -> ActionType:
+    action_type = get_type(session, type_id)
+    action_type.active, action_type.updated_at = False, now
+    return action_type
+
+
+def validate_parameters(action_type: ActionType, parameters: dict) -> None:
+    validator = validator_for(action_type.parameters_schema, default=Draft202012Validator)(action_type.parameters_schema)
+    errors = sorted(validator.iter_errors(parameters), key=lambda e: list(e.absolute_path))
+    if errors:
+        details = [{"field": "parameters" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path),
+                    "message": e.message} for e in errors]
+        raise ValidationFailed(f"parameters do not match the schema of {action_type.name}: {errors[0].message}", details)
+
+
+def dispatch(session: Session, tenant_id: str, *, type_name: str, user_id: str, parameters: dict,
+             reasoning: str | None, confidence: float | None, now: datetime, test: bool) -> ExternalAction:
+    """Create the action and its signed dispatch delivery, in the caller's transaction."""
+    action_type = find_type(session, type_name)
+    if action_type is None or not action_type.active:
+        raise NotFound(f"no active action type named {type_name!r}")
+    customer = session.get(Customer, (tenant_id, user_id))
+    if customer is None:
+        raise NotFound("user not found")
+    validate_parameters(action_type, parameters)
+    action = ExternalAction(tenant_id=tenant_id, action_type=action_type.name, action_type_id=action_type.id,
+                            provider=action_type.provider, user_id=user_id, status="pending", parameters=parameters,
+                            reasoning=reasoning, confidence=confidence, lifecycle_stage=customer.lifecycle_stage,
+                            test=test, created_at=now)
+    session.add(action)
+    session.flush()
+    body = {"action_id": action.id, "action_type": action_type.name, "user_id": user_id, "parameters": parameters,
+            "reasoning": reasoning or "", "confidence": "" if confidence is None else str(confidence),
+            "tenant_id": tenant_id, "timestamp": now.isoformat()}
+    delivery.create(session, tenant_id, kind=KIND, url="sink:test-mode" if test else action_type.delivery_webhook,
+                    body=body, secret_enc="" if test else action_type.secret_enc, event_type="external_action.dispatch",
+                    subject_id=action.id, headers={"X-Service-Action-Id": action.id}, test=test, now=now)
+    return action
+
+
+def _event(action: ExternalAction, kind: str, now: datetime, **extra) -> tuple[str, dict]:
+    return kind, {"action_id": action.id, "action_type": action.action_type, "user_id": action.user_id,
+                  "status": action.status, "at": now.isoformat(), **extra}
+
+
+def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
+    action = session.get(ExternalAction, made.subject_id)
+    if action is None or action.status not in ("pending", "dispatched"):
+        return
+    now = made.updated_at
+    events = []
+    action.attempts = made.attempts
+    if action.status == "pending":
+        action.status, action.dispatched_at = "dispatched", now
+        events.append(_event(action, "external_action.dispatched", now))
+    if made.status == "delivered":
+        action.status, action.delivered_at = "delivered", now
+    elif made.status == "failed":
+        action.status, action.completed_at = "failed", now
+        events.append(_event(action, "external_action.failed", now, error=outcome.error))
+    outbox.record_many(session, action.tenant_id, events, now=now, test=action.test)
+
+
+delivery.listen(KIND, _on_attempt)
+
+
+def get_action(session: Session, action_id: str) -> ExternalAction:
+    found = session.get(ExternalAction, action_id)
+    if found is None:
+        raise NotFound("external action not found")
+    return found
+
+
+def list_actions(session: Session, *, status: str | None, provider: str | None, user_id: str | None,
+                 since: datetime | None, limit: int) -> list[ExternalAction]:
+    query = select(ExternalAction).order_by(ExternalAction.created_at.desc(), ExternalAction.id.desc()).limit(limit)
+    for column, value in ((ExternalAction.status, status), (ExternalAction.provider, provider),
+                          (ExternalAction.user_id, user_id)):
+        if value is not None:
+            query = query.where(column == value)
+    if since is not None:
+        query = query.where(ExternalAction.created_at > since)
+    return list(session.scalars(query))
+
+
+def report_outcome(session: Session, action_id: str, *, status: str, result: dict, now: datetime) -> ExternalAction:
+    action = get_action(session, action_id)
+    if action.outcome_status is not None:
+        raise Conflict("an outcome was already reported for this action")
+    action.outcome_status, action.outcome_result, action.completed_at = status, result, now
+    success = status in ("completed", "partial")
+    action.status = "completed" if success else "failed"
+    kind = "external_action.completed" if success else "external_action.failed"
+    outbox.record_many(session, action.tenant_id, [_event(action, kind, now, outcome_status=status, result=result)],
+                       now=now, test=action.test)
+    return action
+
+
+def expire(session: Session, *, now: datetime) -> int:
+    """Delivered actions without an outcome 7 days later become expired (every tenant)."""
+    rows = session.scalars(select(ExternalAction).where(ExternalAction.status == "delivered",
+                                                        ExternalAction.delivered_at <= now - EXPIRE_AFTER)).all()
+    for action in rows:
+        action.status, action.completed_at = "expired", now
+    return len(rows)
+
+
+def ingest_custom(session: Session, tenant_id: str, events: list, *, now: datetime, test: bool) -> int:
+    """Broadcast custom events to subscribed endpoints and ingest them as user events."""
+    outbox.record_many(session, tenant_id, [
+        (e.type, {"user_id": e.user_id, "data": e.data, "timestamp": (e.timestamp or now).isoformat()})
+        for e in events], now=now, test=test)
+    result = ingest.ingest(session, tenant_id, [ingest.Incoming(user_id=e.user_id, event=e.type, properties=e.data,
+                                                                timestamp=e.timestamp) for e in events],
+                           source="external", test=test, now=now)
+    return result.accepted + result.duplicates
