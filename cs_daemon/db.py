@@ -118,7 +118,7 @@ def _make_engine(settings: Settings) -> Engine:
     return create_engine(
         settings.db_url,
         pool_pre_ping=True,
-        pool_size=5,
+        pool_size=max(10, settings.cs_worker_threads + 2),   # a worker thread never waits for a connection
         max_overflow=10,
         pool_timeout=5,
         # bound waits on a database that stops answering without refusing (keepalives,
@@ -138,6 +138,7 @@ def session_scope(
     """A unit of work. With `tenant_id`, every query is limited to that tenant."""
     session = Session(get_engine(settings), expire_on_commit=False)
     session.info["tenant_id"] = tenant_id
+    session.info["settings"] = settings  # for after-commit work that needs them (in-app wake-ups)
     session.info["after_commit"] = []
     try:
         yield session

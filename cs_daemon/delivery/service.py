@@ -6,12 +6,14 @@ UPDATE (so two copies of a message make one attempt, and a delivered row is neve
 again), sends outside any transaction, then records the attempt and schedules the next
 one from the row. A periodic sweep re-enqueues whatever is due, so a lost message, a
 killed worker or a restart only delays a delivery. Retries follow the previous attempt
-by 30 s, 2 min, 10 min, 30 min and 2 h; the sixth failure is final.
+by 30 s, 2 min, 10 min, 30 min and 2 h; the sixth failure is final, and so is one the
+transport calls permanent (`Outcome.permanent`, e.g. a mailbox the SMTP server refuses).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
@@ -27,6 +29,7 @@ from ..tenants.models import Tenant
 from .models import Delivery, DeliveryAttempt
 from .signing import headers as signed_headers
 
+log = logging.getLogger(__name__)
 RETRY_DELAYS = (timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10),
                 timedelta(minutes=30), timedelta(hours=2))
 MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
@@ -95,6 +98,7 @@ class Claimed:
     secret_enc: str
     subject_id: str | None
     number: int
+    lease_until: datetime
 
 
 def _held():
@@ -117,7 +121,7 @@ def claim(session: Session, delivery_id: str, now: datetime) -> Claimed | None:
     if row is None:
         return None
     return Claimed(row.id, row.tenant_id, row.kind, row.url, row.body, row.headers, row.secret_enc,
-                   row.subject_id, row.attempts + 1)
+                   row.subject_id, row.attempts + 1, now + LEASE)
 
 
 def secret_of(rt, claimed: Claimed) -> str:
@@ -152,12 +156,16 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
         status_code=outcome.status_code, latency_ms=outcome.latency_ms, error=outcome.error,
         response_excerpt=outcome.excerpt,
     ))
+    if delivery.locked_until != claimed.lease_until:
+        # the lease ran out and another attempt took over: log this one, leave the state to it
+        log.warning("delivery %s: attempt %s outlived its lease", delivery.id, claimed.number)
+        return delivery
     delivery.attempts = claimed.number
     delivery.locked_until = None
     delivery.updated_at = now
     if outcome.ok:
         delivery.status, delivery.delivered_at, delivery.next_attempt_at = "delivered", now, None
-    elif claimed.number >= delivery.max_attempts:
+    elif outcome.permanent or claimed.number >= delivery.max_attempts:
         delivery.status, delivery.next_attempt_at = "failed", None
     else:
         delay = RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
@@ -181,10 +189,12 @@ def attempt(rt, delivery_id: str) -> Delivery | None:
         return record(session, claimed, outcome, at=started, now=rt.now())
 
 
-def due(session: Session, now: datetime, limit: int = 500) -> list[str]:
+def due(session: Session, now: datetime, limit: int = 500, *, grace: timedelta = timedelta(0)) -> list[str]:
+    """Open deliveries due by `now - grace` (the sweep's grace skips rows whose own message
+    is still on its way) and not leased."""
     return list(session.scalars(
         select(Delivery.id)
-        .where(Delivery.status.in_(OPEN), Delivery.next_attempt_at <= now,
+        .where(Delivery.status.in_(OPEN), Delivery.next_attempt_at <= now - grace,
                or_(Delivery.locked_until.is_(None), Delivery.locked_until <= now),
                Delivery.tenant_id.notin_(_held()))
         .order_by(Delivery.next_attempt_at).limit(limit)

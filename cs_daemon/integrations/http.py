@@ -28,6 +28,7 @@ class Outcome:
     excerpt: str | None
     error: str | None
     latency_ms: float
+    permanent: bool = False    # the receiver refused for good: no retry (e.g. SMTP 5xx on RCPT)
 
     @property
     def ok(self) -> bool:
@@ -60,7 +61,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, allow_private: bool,
          deadline_s: float = 10.0) -> Outcome:
     start = time.monotonic()
     try:
-        scheme, host, port, address = netguard.resolve(url, allow_private=allow_private)
+        scheme, host, port, address = netguard.resolve(url, allow_private=allow_private,
+                                                       timeout=max(0.5, deadline_s / 2))
     except netguard.UrlRefused as exc:
         return Outcome(None, None, f"refused: {exc}", _ms(start))
     conn = (_PinnedHTTPS(host, port, address, deadline_s, _tls) if scheme == "https"
@@ -76,7 +78,7 @@ def post(url: str, body: bytes, headers: dict[str, str], *, allow_private: bool,
             except OSError:
                 pass
 
-    watchdog = threading.Timer(deadline_s, _cut)
+    watchdog = threading.Timer(max(0.1, deadline_s - (time.monotonic() - start)), _cut)   # DNS counts too
     watchdog.daemon = True
     watchdog.start()
     try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from urllib.parse import urlsplit
 
 
@@ -43,11 +45,17 @@ def _forbidden(ip: ipaddress._BaseAddress) -> bool:
             or ip.is_reserved or ip.is_unspecified or not ip.is_global)
 
 
-def resolve(url: str, *, allow_private: bool) -> tuple[str, str, int, str]:
-    """(scheme, host, port, address to connect to) after the policy check."""
+_resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cs-dns")
+
+
+def resolve(url: str, *, allow_private: bool, timeout: float = 5.0) -> tuple[str, str, int, str]:
+    """(scheme, host, port, address to connect to) after the policy check. Name
+    resolution is bounded by `timeout` (getaddrinfo itself cannot be interrupted)."""
     scheme, host, port = parse(url)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM).result(timeout=timeout)
+    except FutureTimeout:
+        raise UrlRefused(f"host {host} did not resolve within {timeout:g} s") from None
     except socket.gaierror as exc:
         raise UrlRefused(f"host {host} does not resolve: {exc.strerror}") from None
     addresses = [info[4][0] for info in infos]
