@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 from sqlalchemy import JSON, DateTime, String, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, with_loader_criteria
+from sqlalchemy.sql.util import find_tables
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel, create_engine
 
@@ -173,12 +174,28 @@ def _scope_to_tenant(state) -> None:
     if tenant_id is None or state.is_column_load or state.is_relationship_load:
         return
     if state.is_select or state.is_update or state.is_delete:
-        state.statement = state.statement.options(
+        statement = state.statement.options(
             *(
                 with_loader_criteria(model, lambda cls: cls.tenant_id == tenant_id, include_aliases=True)
                 for model in _tenant_owned_models()
             )
         )
+        if state.is_select and statement._propagate_attrs.get("compile_state_plugin") != "orm":
+            # a select SQLAlchemy does not treat as an ORM query (e.g. only aggregates in
+            # its columns) ignores loader criteria: filter its tenant-owned tables directly
+            for table in _tenant_tables(statement):
+                statement = statement.where(table.c.tenant_id == tenant_id)
+        state.statement = statement
+
+
+def _tenant_tables(statement) -> list:
+    owned = {model.__table__ for model in _tenant_owned_models()}
+    found = []
+    for from_ in statement.get_final_froms():
+        for table in find_tables(from_, include_joins=True):
+            if table in owned and table not in found:
+                found.append(table)
+    return found
 
 
 _owned_cache: tuple[int, list[type]] = (0, [])

@@ -45,3 +45,21 @@ def test_new_rows_are_stamped_and_foreign_rows_refused(rt, make_tenant):
             s.add(Member(tenant_id=b.id, email="x@b.example", role="viewer", created_at=rt.now()))
     with rt.session(b.id) as s:
         assert [m.email for m in s.scalars(select(Member))] == ["owner@b.example"]
+
+
+def test_aggregate_only_selects_are_scoped_too(rt, make_tenant):
+    """SQLAlchemy does not treat select(func.count().filter(...)) as an ORM query, so loader
+    criteria alone would miss it."""
+    from cs_daemon.interventions.models import Intervention
+
+    a, b = make_tenant("A"), make_tenant("B")
+    with rt.session(b.id) as s:
+        s.add(Intervention(user_id="u", status="delivered", channel="email", planned_at=rt.now(), updated_at=rt.now()))
+    with rt.session(a.id) as s:
+        total, delivered = s.execute(select(func.count(), func.count().filter(Intervention.status == "delivered"))
+                                     .where(Intervention.test.is_(False))).one()
+        assert (total, delivered) == (0, 0)
+        assert s.execute(select(func.count(func.distinct(Intervention.user_id)))).scalar() == 0
+    with rt.session(b.id) as s:
+        assert s.execute(select(func.count(), func.count().filter(Intervention.status == "delivered"))
+                         .where(Intervention.test.is_(False))).one() == (1, 1)
