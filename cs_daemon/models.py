@@ -7,15 +7,15 @@ from .channels.in_app_models import InAppMessage  # noqa: F401
 from .customers.models import Customer, Event
 from .decisions.models import DecisionRequest
 from .delivery.models import Delivery, DeliveryAttempt
-from .external.models import ActionType, ExternalAction
+from .external.models import ActionType, ExternalAction, PlatformConnection
 from .interventions.models import Intervention
 from .outbox.models import OutboxEvent
 from .playbooks.models import Playbook
-from .team.models import Member
+from .team.models import Invitation, Member
 from .tenants.models import Tenant
 from .webhooks.models import WebhookEndpoint
 
 metadata = SQLModel.metadata
 
-__all__ = ["ActionType", "ApiKey", "Customer", "DecisionRequest", "Delivery", "DeliveryAttempt", "Event", "ExternalAction", "Intervention", "Member",
-           "OutboxEvent", "Playbook", "Tenant", "WebhookEndpoint", "metadata"]
+__all__ = ["ActionType", "ApiKey", "Customer", "DecisionRequest", "Delivery", "DeliveryAttempt", "Event", "ExternalAction", "Intervention", "Invitation", "Member",
+           "OutboxEvent", "PlatformConnection", "Playbook", "Tenant", "WebhookEndpoint", "metadata"]

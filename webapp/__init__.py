@@ -23,12 +23,14 @@ _HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 
 
 
 def all_apis() -> list[Api]:
-    from .routes import (connectors, customers, decisions, external, interventions, playbooks, settings, system,
-                         webhooks)
+    from .routes import (analytics, connectors, customers, decisions, external, interventions, playbooks, settings,
+                         system, team, webhooks)
+
+
 
 
     return [system.api, settings.api, customers.api, connectors.api, webhooks.api, playbooks.api,
-            decisions.api, interventions.api, external.api]
+            decisions.api, interventions.api, external.api, team.api, analytics.api]
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,

@@ -3,6 +3,7 @@ status the approval mode allows (or `shadow`), and the events it emits."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,6 +17,7 @@ from ..outbox import service as outbox
 from ..tenants.models import Tenant
 from . import context
 
+log = logging.getLogger(__name__)
 AUTO_APPROVE_MIN_CONFIDENCE = 0.8
 USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
                "activation_score", "engagement_score", "expansion_score", "risk_level", "last_activity_at")
@@ -79,10 +81,30 @@ def initial_status(tenant: Tenant, proposal: Proposal) -> str:
     return "planned"
 
 
+def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, now: datetime) -> str | None:
+    """An external action picked by the engine is dispatched unless the tenant is in shadow
+    mode; a missing or invalid action type leaves only the recommendation (logged)."""
+    from ..errors import ServiceError
+    from ..external import service as external
+
+    if tenant.shadow_mode:
+        return None
+    try:
+        with session.begin_nested():
+            action = external.dispatch(
+                session, tenant.id, type_name=proposal.decision.action_type, user_id=customer.id,
+                parameters=proposal.spec.strategy_hints.get("action_parameters") or {},
+                reasoning=proposal.reasoning, confidence=proposal.decision.confidence, now=now, test=customer.test)
+    except ServiceError as exc:
+        log.warning("external action %s not dispatched: %s", proposal.decision.action_type, exc.message)
+        return None
+    return action.id
+
+
 def record(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, *,
            now: datetime) -> Intervention | None:
-    """Write the intervention (none for an external action: its dispatch is recorded by the
-    external-actions domain) and emit decision.recommended (and intervention.escalated)."""
+    """Write the intervention (or, for an external action, its dispatch) and emit
+    decision.recommended (and intervention.escalated)."""
     made, spec = proposal.decision, proposal.spec
     intervention = None
     if made.action in ("send", "escalate"):
@@ -100,10 +122,11 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             from ..interventions import pipeline
 
             pipeline.start(session, intervention, now=now)
+    action_id = _dispatch(session, tenant, customer, proposal, now) if made.action == "external_action" else None
     events = [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
-        "action_type": made.action_type, "confidence": made.confidence, "reasoning": proposal.reasoning,
-        "intervention_id": intervention.id if intervention else None,
+        "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,
+        "reasoning": proposal.reasoning, "intervention_id": intervention.id if intervention else None,
         "status": intervention.status if intervention else None, "decided_at": now.isoformat()})]
     if made.action == "escalate" and intervention.status != "shadow":
         events.append(("intervention.escalated", {

@@ -57,3 +57,17 @@ class ActionType(TenantOwned, table=True):
     active: bool = True
     created_at: datetime = time_field(nullable=False)
     updated_at: datetime = time_field(nullable=False)
+
+
+class PlatformConnection(TenantOwned, table=True):
+    """A tenant's connection to a pre-built platform; credentials encrypted at rest."""
+
+    __tablename__ = "platform_connections"
+    __table_args__ = (Index("uq_platform_connections", "tenant_id", "platform_id", unique=True),)
+
+    id: str = id_field()
+    platform_id: str = Field(max_length=100)
+    credentials_enc: str = Field(sa_column=Column(Text, nullable=False))
+    connected: bool = True
+    connected_at: datetime | None = time_field()
+    disconnected_at: datetime | None = time_field()

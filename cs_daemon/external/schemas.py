@@ -165,3 +165,26 @@ class CustomEventResult(Wire):
 
 class Accepted(Wire):
     accepted: int
+
+
+class Platform(Wire):
+    id: str
+    name: str
+    description: str
+    domain: str
+    credential_fields: list[str]
+    connected: bool
+    connected_at: datetime | None
+    action_types: list[str]
+
+
+class PlatformList(Wire):
+    platforms: list[Platform]
+
+
+class PlatformResponse(Wire):
+    platform: Platform
+
+
+class ConnectBody(Wire):
+    credentials: dict[str, Any] = Field(default_factory=dict)

@@ -58,6 +58,7 @@ class StrategyHints(Wire):
     cta_url: str | None = Field(None, max_length=2000)
     priority: int | None = Field(None, ge=-1000, le=1000)
     action_type: str | None = Field(None, max_length=100)
+    action_parameters: dict[str, Any] | None = None
     escalate: Escalate | None = None
 
 

@@ -19,3 +19,17 @@ class Member(TenantOwned, table=True):
     role: str = Field(max_length=10)
     created_at: datetime = time_field(nullable=False)
     removed_at: datetime | None = time_field()
+
+
+class Invitation(TenantOwned, table=True):
+    __tablename__ = "invitations"
+
+    id: str = id_field()
+    email: str = Field(max_length=320)
+    role: str = Field(max_length=10)
+    status: str = Field(default="pending", max_length=10)      # pending | accepted | revoked
+    token_digest: str = Field(max_length=64, unique=True)
+    invited_by: str | None = Field(default=None, max_length=80)
+    expires_at: datetime = time_field(nullable=False)
+    created_at: datetime = time_field(nullable=False)
+    accepted_at: datetime | None = time_field()

@@ -192,3 +192,24 @@ def test_custom_events_are_validated_broadcast_and_ingested(client, growth_tenan
 @pytest.fixture
 def growth_tenant(make_tenant):
     return make_tenant("Grow", plan_tier="growth")
+
+
+def test_the_engine_dispatches_an_external_action_it_picks(client, tenant, rt, partner, receiver):
+    from cs_daemon.decisions import requests as owed
+    from cs_daemon.decisions.models import DecisionRequest
+
+    h = auth(tenant.key)
+    pid = client.post("/api/playbooks", headers=h, json={
+        "name": "reward", "entry_conditions": {"trigger": {"event": "made_purchase"}},
+        "strategy_hints": {"action_type": "award_points", "action_parameters": {"points": 10}}}).json["id"]
+    client.put(f"/api/playbooks/{pid}/status", headers=h, json={"status": "active"})
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "made_purchase"}]})
+    with rt.session(tenant.id) as s:
+        ids = [r.id for r in s.scalars(select(DecisionRequest))]
+    for request_id in ids:
+        owed.process(rt, request_id)
+    _run(rt, tenant)
+    [req] = receiver.requests
+    body = json.loads(req.body)
+    assert body["action_type"] == "award_points" and body["parameters"] == {"points": 10}
+    assert float(body["confidence"]) > 0 and body["reasoning"]

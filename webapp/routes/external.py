@@ -5,12 +5,12 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from cs_daemon.errors import ValidationFailed
-from cs_daemon.external import service
+from cs_daemon.external import platforms, service
 from cs_daemon.external.schemas import (
     Accepted, ActionCreate, ActionList, ActionPublic, ActionQuery, ActionResponse, ActionTypeCreate,
     ActionTypeCreated, ActionTypeCreatedResponse, ActionTypeFields, ActionTypeList, ActionTypePublic,
-    ActionTypeQuery, ActionTypeResponse, CustomEvent, CustomEventBatch, CustomEventResult, Deactivated,
-    OutcomeRecorded, OutcomeReport,
+    ActionTypeQuery, ActionTypeResponse, ConnectBody, CustomEvent, CustomEventBatch, CustomEventResult, Deactivated,
+    OutcomeRecorded, OutcomeReport, PlatformList, PlatformResponse,
 )
 
 from ..api import Api, Call, _loc
@@ -110,3 +110,24 @@ def post_custom_events(call: Call):
 def post_custom_event(call: Call):
     service.ingest_custom(call.session, call.tenant_id, [call.body], now=call.now, test=call.caller.test)
     return Accepted(accepted=1)
+
+
+@api.route("GET", "/api/external/platforms", access="read", response=PlatformList,
+           summary="Pre-built platform connectors and whether this tenant is connected")
+def get_platforms(call: Call):
+    return PlatformList(platforms=platforms.list_platforms(call.session))
+
+
+@api.route("POST", "/api/external/platforms/{platform_id}/connect", access="admin", body=ConnectBody,
+           response=PlatformResponse, errors=(404,),
+           summary="Connect a platform: its action types are registered with these credentials")
+def post_platform_connect(call: Call, platform_id: str):
+    made = platforms.connect(call.session, call.tenant_id, platform_id, call.body.credentials, now=call.now,
+                             secret_key=call.rt.settings.secret_key, allow_private=_allow_private(call))
+    return PlatformResponse(platform=made)
+
+
+@api.route("POST", "/api/external/platforms/{platform_id}/disconnect", access="admin", response=PlatformResponse,
+           errors=(404,), summary="Disconnect a platform: its action types are deactivated")
+def post_platform_disconnect(call: Call, platform_id: str):
+    return PlatformResponse(platform=platforms.disconnect(call.session, platform_id, now=call.now))

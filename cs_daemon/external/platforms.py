@@ -1,0 +1,118 @@
+"""Pre-built platform connectors (decisions §10): three templates whose action types are
+registered when a tenant connects, with the credentials it gives (kept encrypted)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .. import crypto
+from ..errors import NotFound, ValidationFailed
+from . import service
+from .models import ActionType, PlatformConnection
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    name: str
+    description: str
+    domain: str
+    credential_fields: tuple[str, ...]
+    action_types: tuple[dict, ...]      # create fields; delivery_webhook may use {base_url}
+
+
+def _obj(props: dict, required: list[str]) -> dict:
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+TEMPLATES = {t.id: t for t in (
+    Template("loyalty", "Loyalty platform", "Points, tiers and rewards for your users.", "loyalty",
+             ("base_url", "api_key"), (
+                 {"name": "award_points", "description": "Award loyalty points to the user.",
+                  "parameters_schema": _obj({"points": {"type": "integer", "minimum": 1},
+                                             "reason": {"type": "string"}}, ["points"]),
+                  "delivery_webhook": "{base_url}/hooks/award-points", "estimated_cost_usd": "0.01"},
+                 {"name": "grant_reward", "description": "Grant a reward (coupon, perk) to the user.",
+                  "parameters_schema": _obj({"reward_id": {"type": "string"}}, ["reward_id"]),
+                  "delivery_webhook": "{base_url}/hooks/grant-reward", "estimated_cost_usd": "0.50"},
+             )),
+    Template("support_desk", "Support desk", "Open and prioritise tickets for your support team.", "support",
+             ("base_url", "api_token"), (
+                 {"name": "open_ticket", "description": "Open a support ticket about the user.",
+                  "parameters_schema": _obj({"subject": {"type": "string", "minLength": 1},
+                                             "priority": {"enum": ["low", "normal", "high", "urgent"]}},
+                                            ["subject"]),
+                  "delivery_webhook": "{base_url}/api/tickets"},
+             )),
+    Template("team_chat", "Team chat", "Post alerts about users into a team channel.", "collaboration",
+             ("webhook_url",), (
+                 {"name": "post_message", "description": "Post a message about the user in the team channel.",
+                  "parameters_schema": _obj({"text": {"type": "string", "minLength": 1}}, ["text"]),
+                  "delivery_webhook": "{webhook_url}"},
+             )),
+)}
+
+
+def _connection(session: Session, platform_id: str) -> PlatformConnection | None:
+    return session.scalars(select(PlatformConnection).where(PlatformConnection.platform_id == platform_id)).first()
+
+
+def describe(session: Session, template: Template) -> dict:
+    conn = _connection(session, template.id)
+    connected = bool(conn and conn.connected)
+    names = [a["name"] for a in template.action_types]
+    return {"id": template.id, "name": template.name, "description": template.description, "domain": template.domain,
+            "credential_fields": list(template.credential_fields), "connected": connected,
+            "connected_at": conn.connected_at if connected else None, "action_types": names}
+
+
+def list_platforms(session: Session) -> list[dict]:
+    return [describe(session, t) for t in TEMPLATES.values()]
+
+
+def _template(platform_id: str) -> Template:
+    if platform_id not in TEMPLATES:
+        raise NotFound("platform not found")
+    return TEMPLATES[platform_id]
+
+
+def connect(session: Session, tenant_id: str, platform_id: str, credentials: dict, *, now: datetime,
+            secret_key: str, allow_private: bool) -> dict:
+    template = _template(platform_id)
+    missing = [f for f in template.credential_fields if not isinstance(credentials.get(f), str) or not credentials[f]]
+    if missing:
+        raise ValidationFailed(f"missing credentials: {', '.join(missing)}",
+                               [{"field": f"credentials.{f}", "message": "is required"} for f in missing])
+    conn = _connection(session, platform_id) or PlatformConnection(tenant_id=tenant_id, platform_id=platform_id,
+                                                                   credentials_enc="")
+    conn.credentials_enc = crypto.encrypt(secret_key, json.dumps(credentials))
+    conn.connected, conn.connected_at, conn.disconnected_at = True, now, None
+    session.add(conn)
+    for spec in template.action_types:
+        fields = {**spec, "provider": template.id, "domain": template.domain,
+                  "delivery_webhook": spec["delivery_webhook"].format(**credentials).rstrip("/")}
+        existing = service.find_type(session, fields["name"])
+        if existing is None:
+            service.create_type(session, tenant_id, fields, now=now, secret_key=secret_key,
+                                allow_private=allow_private, platform_id=template.id)
+        else:
+            service.update_type(session, existing.id, fields, now=now, allow_private=allow_private)
+            existing.active, existing.platform_id = True, template.id
+    session.flush()
+    return describe(session, template)
+
+
+def disconnect(session: Session, platform_id: str, *, now: datetime) -> dict:
+    template = _template(platform_id)
+    conn = _connection(session, platform_id)
+    if conn is not None and conn.connected:
+        conn.connected, conn.disconnected_at = False, now
+        for action_type in session.scalars(select(ActionType).where(ActionType.platform_id == template.id)):
+            action_type.active, action_type.updated_at = False, now
+    session.flush()
+    return describe(session, template)

@@ -1,0 +1,124 @@
+"""Team members and invitations (spec "Team", decisions §1, §3, §12)."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .. import plans
+from ..auth import service as auth
+from ..errors import Conflict, Gone, NotFound, PlanLimit, ValidationFailed
+from ..tenants.models import Tenant
+from .models import Invitation, Member
+
+INVITATION_TTL = timedelta(days=7)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def members(session: Session) -> list[Member]:
+    return list(session.scalars(select(Member).where(Member.removed_at.is_(None)).order_by(Member.created_at)))
+
+
+def pending(session: Session, now: datetime) -> list[Invitation]:
+    return list(session.scalars(select(Invitation).where(Invitation.status == "pending", Invitation.expires_at > now)
+                                .order_by(Invitation.created_at)))
+
+
+def _seats(session: Session, now: datetime) -> int:
+    return len(members(session)) + len(pending(session, now))
+
+
+@dataclass(frozen=True)
+class Invited:
+    invitation: Invitation
+    token: str
+
+
+def invite(session: Session, tenant_id: str, *, email: str, role: str, invited_by: str, now: datetime) -> Invited:
+    email = email.strip().lower()
+    if any(m.email.lower() == email for m in members(session)):
+        raise Conflict(f"{email} is already a member of this team")
+    if any(i.email.lower() == email for i in pending(session, now)):
+        raise Conflict(f"{email} already has a pending invitation")
+    tenant = session.get(Tenant, tenant_id)
+    plan = plans.plan(tenant.plan_tier)
+    current = _seats(session, now)
+    if plan.team is not None and current >= plan.team:
+        raise PlanLimit(f"the {tenant.plan_tier} plan allows {plan.team} team members and pending invitations",
+                        current=current, limit=plan.team, upgrade_to=plan.upgrade_to)
+    token = str(uuid.uuid4())
+    invitation = Invitation(tenant_id=tenant_id, email=email, role=role, status="pending", token_digest=_digest(token),
+                            invited_by=invited_by, expires_at=now + INVITATION_TTL, created_at=now)
+    session.add(invitation)
+    session.flush()
+    return Invited(invitation, token)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    member: Member
+    key: auth.IssuedKey
+
+
+def accept(session: Session, token: str, *, now: datetime) -> Accepted:
+    """The token is the credential (no bearer key); it makes the member and a personal key."""
+    invitation = session.scalars(select(Invitation).where(Invitation.token_digest == _digest(token))).first()
+    if invitation is None or invitation.status == "revoked":
+        raise NotFound("invitation not found")
+    if invitation.status == "accepted":
+        raise Conflict("this invitation was already accepted")
+    if invitation.expires_at <= now:
+        raise Gone("this invitation has expired")
+    invitation.status, invitation.accepted_at = "accepted", now
+    member = Member(tenant_id=invitation.tenant_id, email=invitation.email, role=invitation.role, created_at=now)
+    session.add(member)
+    session.flush()
+    key = auth.issue(session, invitation.tenant_id, role=invitation.role, permissions=["full"], now=now,
+                     label=f"personal key of {invitation.email}", member_id=member.id)
+    return Accepted(member, key)
+
+
+def _member(session: Session, member_id: str) -> Member:
+    member = session.get(Member, member_id)
+    if member is None or member.removed_at is not None:
+        raise NotFound("team member not found")
+    return member
+
+
+def _admins(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(Member)
+                          .where(Member.role == "admin", Member.removed_at.is_(None))) or 0
+
+
+def change_role(session: Session, member_id: str, role: str) -> Member:
+    member = _member(session, member_id)
+    if member.role == "admin" and role != "admin" and _admins(session) <= 1:
+        raise ValidationFailed("the last admin cannot be demoted", [{"field": "role", "message": "last admin"}])
+    member.role = role
+    return member
+
+
+def remove(session: Session, member_id: str, *, caller_member_id: str | None, now: datetime) -> Member:
+    member = _member(session, member_id)
+    if caller_member_id == member.id:
+        raise ValidationFailed("you cannot remove yourself from the team", [{"field": "memberId", "message": "yourself"}])
+    if member.role == "admin" and _admins(session) <= 1:
+        raise ValidationFailed("the last admin cannot be removed", [{"field": "memberId", "message": "last admin"}])
+    member.removed_at = now    # their keys stop working (authentication checks the member)
+    return member
+
+
+def revoke(session: Session, invitation_id: str) -> Invitation:
+    invitation = session.get(Invitation, invitation_id)
+    if invitation is None or invitation.status != "pending":
+        raise NotFound("invitation not found")
+    invitation.status = "revoked"
+    return invitation
