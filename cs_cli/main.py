@@ -15,6 +15,7 @@ from cs_daemon.config import SettingsError
 from cs_daemon.errors import ServiceError
 
 from . import (
+    commands_analytics,
     commands_customers,
     commands_db,
     commands_decide,
@@ -24,6 +25,7 @@ from . import (
     commands_keys,
     commands_playbooks,
     commands_serve,
+    commands_team,
     commands_tenant,
     commands_webhooks,
 )
@@ -45,6 +47,8 @@ app.add_typer(commands_customers.app, name="customers")
 app.add_typer(commands_playbooks.app, name="playbooks")
 app.add_typer(commands_decide.app, name="decide")
 app.add_typer(commands_interventions.app, name="interventions")
+app.add_typer(commands_team.app, name="team")
+commands_analytics.register(app)
 app.add_typer(commands_webhooks.app, name="webhooks")
 commands_flags.register(app)
 
