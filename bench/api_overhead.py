@@ -67,6 +67,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _no_control_socket() -> list[str]:
+    """gunicorn >= 27 opens a control socket at one fixed path under ~/.gunicorn by default;
+    the two servers of this run (and any other gunicorn on the machine) would share it."""
+    from gunicorn import config
+
+    names = {setting.name for setting in config.KNOWN_SETTINGS}
+    return ["--no-control-socket"] if "control_socket_disable" in names else []
+
+
 # --- the environment: database, tenant, keys, gunicorns ---------------------------
 
 
@@ -100,6 +109,7 @@ class Environment:
         self.servers: list[Server] = []
         self.keys: list[str] = []
         self.tenant_id: str | None = None
+        self.torn_down = False
 
     # setup
 
@@ -153,7 +163,7 @@ class Environment:
         log = self.tmp / f"{name}.log"
         argv = [sys.executable, "-m", "gunicorn", app, "--workers", str(WORKERS),
                 "--bind", f"{HOST}:{port}", "--pythonpath", str(pythonpath),
-                "--graceful-timeout", "5"]
+                "--graceful-timeout", "5", *_no_control_socket()]
         with open(log, "wb") as fh:
             # cwd is the temp dir so a .env file in the checkout cannot change the settings
             proc = subprocess.Popen(argv, cwd=self.tmp, env=self._child_env(), stdout=fh,
@@ -183,7 +193,13 @@ class Environment:
     # teardown
 
     def teardown(self) -> list[str]:
+        if self.torn_down:
+            return []
+        self.torn_down = True
         problems: list[str] = []
+        done: list[str] = []
+        if self.servers:
+            done.append(f"{len(self.servers)} gunicorns stopped")
         for server in self.servers:
             proc = server.proc
             if proc.poll() is None:
@@ -214,6 +230,7 @@ class Environment:
                 with psycopg.connect(_conninfo("postgres"), autocommit=True, connect_timeout=5) as conn:
                     conn.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
                 self.db_created = False
+                done.append(f"database {self.dbname} dropped")
             except Exception as exc:
                 problems.append(f"dropping database {self.dbname}: {exc}")
         try:
@@ -222,6 +239,7 @@ class Environment:
             if batch:
                 client.delete(*batch)
             client.close()
+            done.append(f"{len(batch)} Redis keys deleted")
         except Exception as exc:
             problems.append(f"deleting Redis keys {self.prefix}:*: {exc}")
         for f in sorted(self.tmp.rglob("*"), reverse=True):
@@ -233,6 +251,7 @@ class Environment:
             self.tmp.rmdir()
         except OSError:
             pass
+        print(f"teardown: {', '.join(done) or 'nothing to undo'}", file=sys.stderr)
         return problems
 
 
@@ -286,12 +305,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=3000, help="measured requests per target (default 3000)")
     ap.add_argument("--warmup", type=int, default=300, help="warm-up requests per target (default 300)")
     ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
-    ap.add_argument("--budget", type=float, default=75.0,
-                    help="seconds of measuring after which remaining rounds are skipped (default 75)")
+    ap.add_argument("--budget", type=float, default=100.0,
+                    help="seconds for the whole run: rounds that would end later are skipped (default 100)")
+    ap.add_argument("--keys", type=int, default=1,
+                    help="API keys to rotate at least (more are issued when the request count needs them)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when the p50 ratio misses the goal")
     args = ap.parse_args(argv)
-    if args.requests < 100 or args.rounds < 1 or args.warmup < 0:
-        ap.error("--requests must be >= 100, --rounds >= 1, --warmup >= 0")
+    if args.requests < 100 or args.rounds < 1 or args.warmup < 0 or not 1 <= args.keys <= 100:
+        ap.error("--requests must be >= 100, --rounds >= 1, --warmup >= 0, --keys 1..100")
 
     def _on_term(signum, _frame):
         raise SystemExit(128 + signum)
@@ -306,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         limit = plan(PLAN).requests_per_minute
         total_ours = args.warmup + args.requests + 1
         # A key never exceeding the limit in total can never exceed it within a minute.
-        keys_needed = max(1, math.ceil(total_ours / (limit * 0.9)))
+        keys_needed = max(1, args.keys, math.ceil(total_ours / (limit * 0.9)))
 
         print(f"setting up: database {env.dbname}, Redis prefix {env.prefix}", file=sys.stderr)
         env.create_database()
@@ -331,20 +352,23 @@ def main(argv: list[str] | None = None) -> int:
         for n in (half, args.warmup - half):
             drive(session, bare, n, record=False)
             drive(session, ours, n, record=False)
-        t_measure = time.monotonic()
+        load_before = os.getloadavg()[0]
         done_rounds = 0
         for r in range(args.rounds):
             n = min(per_round, args.requests - r * per_round)
             if n <= 0:
                 break
+            t_round = time.monotonic()
             # alternate which goes first so neither always follows the other
             for t in ((bare, ours) if r % 2 == 0 else (ours, bare)):
                 drive(session, t, n, record=True)
             done_rounds += 1
-            if time.monotonic() - t_measure > args.budget and r + 1 < args.rounds:
-                print(f"time budget of {args.budget:.0f} s reached; stopping after round {r + 1}",
+            now = time.monotonic()
+            if r + 1 < args.rounds and now + (now - t_round) - t_start > args.budget:
+                print(f"time budget of {args.budget:.0f} s: stopping after round {r + 1} of {args.rounds}",
                       file=sys.stderr)
                 break
+        load_after = os.getloadavg()[0]
         session.close()
         for srv in (ours_srv, bare_srv):
             if srv.proc.poll() is not None:
@@ -368,11 +392,16 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "met" if ratio <= GOAL else "NOT met"
         print(f"  p50 ratio (ours / bare): {ratio:.2f}   goal: <= {GOAL:.1f} ({verdict})")
         print(f"  p50 overhead of the API layer: {s_ours['p50'] - s_bare['p50']:.2f} ms a request")
-        print(f"  total run {time.monotonic() - t_start:.1f} s")
+        cpus = os.cpu_count() or 1
+        print(f"  total run {time.monotonic() - t_start:.1f} s; load average {load_before:.1f} -> "
+              f"{load_after:.1f} on {cpus} CPUs")
+        if max(load_before, load_after) > cpus * 0.75:
+            print("  NOTE: the machine was busy with other work; latencies are inflated and the ratio is "
+                  "less reliable - rerun on a quiet machine")
         if args.strict and ratio > GOAL:
             status = 1
-    except BenchError as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
+    except (BenchError, requests.RequestException, psycopg.Error, redis.RedisError) as exc:
+        print(f"bench failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         status = 2
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the teardown finish

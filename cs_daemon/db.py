@@ -12,6 +12,7 @@ with it, so a service cannot forget the filter.
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -118,7 +119,9 @@ def _make_engine(settings: Settings) -> Engine:
         return engine
     return create_engine(
         settings.db_url,
-        pool_pre_ping=True,
+        # no pre-ping (a round trip per checkout): a dropped connection invalidates the pool
+        # on first use, and recycling retires idle ones
+        pool_recycle=300,
         pool_size=max(10, settings.cs_worker_threads + 2),   # a worker thread never waits for a connection
         max_overflow=10,
         pool_timeout=5,
@@ -174,18 +177,20 @@ def _scope_to_tenant(state) -> None:
     if tenant_id is None or state.is_column_load or state.is_relationship_load:
         return
     if state.is_select or state.is_update or state.is_delete:
-        statement = state.statement.options(
-            *(
-                with_loader_criteria(model, lambda cls: cls.tenant_id == tenant_id, include_aliases=True)
-                for model in _tenant_owned_models()
-            )
-        )
+        statement = state.statement.options(*_criteria(tenant_id, len(_tenant_owned_models())))
         if state.is_select and statement._propagate_attrs.get("compile_state_plugin") != "orm":
             # a select SQLAlchemy does not treat as an ORM query (e.g. only aggregates in
             # its columns) ignores loader criteria: filter its tenant-owned tables directly
             for table in _tenant_tables(statement):
                 statement = statement.where(table.c.tenant_id == tenant_id)
         state.statement = statement
+
+
+@lru_cache(maxsize=1024)
+def _criteria(tenant_id: str, _models: int) -> tuple:
+    """The loader criteria of one tenant, built once (they are costly to build per query)."""
+    return tuple(with_loader_criteria(model, lambda cls: cls.tenant_id == tenant_id, include_aliases=True)
+                 for model in _tenant_owned_models())
 
 
 def _tenant_tables(statement) -> list:

@@ -91,14 +91,15 @@ def authenticate(session: Session, raw: str | None, *, now: datetime) -> Caller:
     if not raw or not keys.well_formed(raw):
         raise Unauthorized("missing or malformed API key")
     row = session.execute(
-        select(ApiKey, Tenant.plan_tier, Tenant.partner, Member.role, Member.removed_at)
+        select(ApiKey, Tenant, Member.role, Member.removed_at)
         .join(Tenant, Tenant.id == ApiKey.tenant_id)
         .outerjoin(Member, Member.id == ApiKey.member_id)
         .where(ApiKey.digest == keys.digest(raw))
     ).first()
     if row is None:
         raise Unauthorized("unknown API key")
-    key, plan_tier, partner, member_role, member_removed = row
+    key, tenant, member_role, member_removed = row
+    session.info["tenant"] = tenant   # keeps it in the identity map: settings reads need no query
     if key.revoked_at is not None:
         raise Unauthorized("this API key has been revoked")
     if key.member_id is not None and member_removed is not None:
@@ -112,8 +113,8 @@ def authenticate(session: Session, raw: str | None, *, now: datetime) -> Caller:
         permissions=tuple(key.permissions),
         member_id=key.member_id,
         test=key.test,
-        plan_tier=plan_tier,
-        partner=partner,
+        plan_tier=tenant.plan_tier,
+        partner=tenant.partner,
     )
 
 

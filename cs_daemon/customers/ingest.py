@@ -93,11 +93,7 @@ def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, t
     new = [u for u in user_ids if u not in known]
     if not new:
         return set()
-    tenant = session.execute(
-        select(Tenant.tracked_users, Tenant.tracked_user_limit).where(Tenant.id == tenant_id).with_for_update()
-    ).one()
-    room = len(new) if tenant.tracked_user_limit is None else max(0, tenant.tracked_user_limit - tenant.tracked_users)
-    allowed, blocked = new[:room], set(new[room:])
+    allowed, blocked = _within_limit(session, tenant_id, new)
     if allowed:
         stmt = _insert(session, Customer.__table__).values([
             {"tenant_id": tenant_id, "id": u, "traits": {}, "state": {}, "opted_out": [],
@@ -107,10 +103,28 @@ def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, t
             for u in allowed
         ]).on_conflict_do_nothing(index_elements=["tenant_id", "id"]).returning(Customer.__table__.c.id)
         created = session.execute(stmt).scalars().all()
-        if created:
+        if len(created) < len(allowed):   # a racing request created some: give their seats back
             session.execute(update(Tenant).where(Tenant.id == tenant_id)
-                            .values(tracked_users=Tenant.tracked_users + len(created)))
+                            .values(tracked_users=Tenant.tracked_users - (len(allowed) - len(created))))
     return blocked
+
+
+def _within_limit(session: Session, tenant_id: str, new: list[str]) -> tuple[list[str], set[str]]:
+    """Reserve seats for new users with one conditional UPDATE (no row lock taken ahead of
+    the inserts, whose foreign-key checks share-lock the tenant row: that order
+    deadlocked under load). Returns (users that fit, users past the limit)."""
+    limit = session.scalar(select(Tenant.tracked_user_limit).where(Tenant.id == tenant_id))
+    if limit is None:
+        session.execute(update(Tenant).where(Tenant.id == tenant_id)
+                        .values(tracked_users=Tenant.tracked_users + len(new)))
+        return new, set()
+    for count in range(len(new), 0, -1):
+        done = session.execute(update(Tenant).where(Tenant.id == tenant_id,
+                                                    Tenant.tracked_users + count <= Tenant.tracked_user_limit)
+                               .values(tracked_users=Tenant.tracked_users + count).returning(Tenant.id)).first()
+        if done:
+            return new[:count], set(new[count:])
+    return [], set(new)
 
 
 def _insert_events(session: Session, tenant_id: str, events: list[Incoming], *, source: str,
@@ -120,6 +134,7 @@ def _insert_events(session: Session, tenant_id: str, events: list[Incoming], *, 
     rows = [{"id": new_id(), "tenant_id": tenant_id, "user_id": e.user_id, "event": e.event,
              "properties": e.properties or {}, "timestamp": e.timestamp or now, "received_at": now,
              "source": source, "test": test, "idempotency_key": e.idempotency_key} for e in events]
+    rows.sort(key=lambda r: r["idempotency_key"] or "")   # racing batches lock keys in one order
     table = Event.__table__
     stmt = _insert(session, table).values(rows).on_conflict_do_nothing(
         index_elements=["tenant_id", "idempotency_key"],
