@@ -128,11 +128,14 @@ def _touch(session: Session, key_id: str, now: datetime) -> None:
     )
 
 
-def list_keys(session: Session, *, include_revoked: bool = False) -> list[ApiKey]:
-    query = select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)
+def list_keys(session: Session, *, include_revoked: bool = False) -> list:
+    """Rows with the key's columns (plain rows: this is on the settings page's hot path;
+    the tenant session still scopes the table)."""
+    table = ApiKey.__table__
+    query = select(table).order_by(table.c.created_at, table.c.id)
     if not include_revoked:
-        query = query.where(ApiKey.revoked_at.is_(None))
-    return list(session.scalars(query))
+        query = query.where(table.c.revoked_at.is_(None))
+    return list(session.execute(query))
 
 
 def revoke(session: Session, key_id: str, *, now: datetime) -> ApiKey:
