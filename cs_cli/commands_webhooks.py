@@ -31,7 +31,8 @@ from .output import Failure, out, print_json, success, table
 
 app = typer.Typer(help="Outbound webhook deliveries: the log, attempts and replay.", no_args_is_help=True)
 
-STATUS_COLOURS = {"pending": "cyan", "retrying": "yellow", "delivered": "green", "failed": "red"}
+STATUS_COLOURS = {"pending": "cyan", "retrying": "yellow", "delivered": "green", "failed": "red",
+                  "canceled": "dim"}
 DURATION = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 LONGEST = timedelta(days=3650)

@@ -34,7 +34,6 @@ def headers(*, secret: str, body: bytes, delivery_id: str, event_id: str | None,
         "webhook-timestamp": str(ts),
         "webhook-signature": standard_signature(secret, delivery_id, ts, body),
     }
-    if event_id:
-        out["X-Service-Event-Id"] = event_id
+    out["X-Service-Event-Id"] = event_id or delivery_id   # every delivery carries one (decisions §9)
     out.update(extra or {})
     return out

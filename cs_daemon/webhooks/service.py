@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from .. import crypto, plans
@@ -130,9 +130,12 @@ def deliveries(session: Session, endpoint_id: str, *, status: str | None, limit:
 def delivery_log(session: Session, tenant_id: str, *, endpoint_id: str | None = None,
                  status: str | None = None, since: datetime | None = None,
                  limit: int | None = 100) -> list[Delivery]:
-    """A tenant's deliveries, newest first, optionally of one endpoint, in one status,
-    or created at or after `since` (no limit when `limit` is None)."""
-    query = (select(Delivery).where(Delivery.tenant_id == tenant_id)
+    """A tenant's webhook deliveries (those POSTed over HTTP: endpoint events and tests,
+    webhook-channel and CRM interventions, action dispatches; not email, in-app or
+    test-mode sinks), newest first, optionally of one endpoint, in one status, or created
+    at or after `since` (no limit when `limit` is None)."""
+    over_http = or_(Delivery.url.startswith("https://"), Delivery.url.startswith("http://"))
+    query = (select(Delivery).where(Delivery.tenant_id == tenant_id, over_http)
              .order_by(Delivery.created_at.desc(), Delivery.id.desc()))
     if endpoint_id:
         query = query.where(Delivery.endpoint_id == endpoint_id)

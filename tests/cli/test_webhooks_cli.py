@@ -123,6 +123,21 @@ def test_an_endpoint_of_another_tenant_is_not_found(cs, client, growth, make_ten
     assert code == 1 and err.strip() == "error: webhook endpoint not found"
 
 
+def test_email_deliveries_are_neither_listed_nor_replayed(cs, client, growth, rt, receiver):
+    register(client, growth, receiver.url)
+    hook = emit(rt, growth)
+    with rt.session(growth.id) as s:
+        email = delivery.create(s, growth.id, kind="channel", url="mailto:ada@example.com",
+                                body={"intervention_id": "iv1"}, secret_enc="", event_type="channel.email",
+                                now=rt.now(), enqueue=False)
+        email.status, email.next_attempt_at, email_id = "failed", None, email.id
+    assert [d["id"] for d in listed(cs, "--tenant", growth.id)] == [hook.id]
+    code, out, _ = cs("webhooks", "replay", "--failed", "--since", "7d", "--tenant", growth.id, "--json")
+    assert code == 0 and json.loads(out)["replayed"] == 0
+    with rt.session() as s:
+        assert s.get(Delivery, email_id).attempts == 0
+
+
 # -- one delivery ------------------------------------------------------------------------------
 
 def test_show_gives_the_facts_and_every_attempt(cs, client, growth, rt, clock, receiver):
