@@ -312,7 +312,7 @@ class _Sql:
             return or_(on_text, and_(kind == "array", self.array_has(key, value)))
         if op in ("in", "nin"):
             texts = [v for v in value if isinstance(v, str)]
-            numbers = [v for v in value if _number(v)]
+            numbers = [float(v) for v in value if _number(v)]   # one bind type for every member
             hit = or_(and_(kind == "string", text.in_(texts)) if texts else false(),
                       and_(kind == "number", number.in_(numbers)) if numbers else false())
             return hit if op == "in" else and_(kind.in_(("string", "number")), not_(hit))

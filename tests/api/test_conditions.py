@@ -58,6 +58,7 @@ CASES = [
     ({"field": "traits.tags", "op": "contains", "value": "beta"}, {"ada", "dee"}),  # array member, substring
     ({"field": "traits.tags", "op": "contains", "value": "bet"}, {"dee"}),
     ({"field": "traits.score", "op": "gt", "value": 7}, {"ada"}),
+    ({"field": "traits.score", "op": "in", "value": [0, 7.5]}, {"ada"}),      # ints and floats in one list
     ({"field": "traits.flag", "op": "exists", "value": True}, {"ada"}),
     ({"field": "traits.flag", "op": "eq", "value": 1}, set()),               # a boolean is not a number
     ({"field": "traits.nested", "op": "exists", "value": True}, {"dee"}),
