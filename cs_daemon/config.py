@@ -10,10 +10,12 @@ from __future__ import annotations
 import secrets
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from .billing.prices import parse_prices
 
 
 class SettingsError(Exception):
@@ -29,15 +31,20 @@ class Settings(BaseSettings):
     cs_redis_prefix: str = Field("cs", pattern=r"^[A-Za-z0-9_.:-]+$")
     smtp_url: str | None = None
     mail_from: str = "Customer Success <cs@localhost>"
+    smtp_ca_file: Path | None = None
+    cs_public_url: str = "http://127.0.0.1:8000"
     openai_base_url: str | None = None
     openai_api_key: str | None = None
     openai_model: str | None = None
     stripe_secret_key: str | None = None
     stripe_api_base: str | None = None
     stripe_webhook_secret: str | None = None
+    stripe_prices: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)  # JSON {"growth_monthly": "price_…"}
+    stripe_return_url: str = "http://127.0.0.1:8000/"  # where Checkout and the billing portal send the customer back
     allow_private_webhook_urls: bool | None = None
     cs_secret_key: str | None = None
     cs_web_processes: int = Field(2, ge=1, le=64)
+    cs_stream_slots: int = Field(1000, ge=1, le=10_000)   # open in-app streams per API process
     cs_worker_processes: int = Field(1, ge=1, le=64)
     cs_worker_threads: int = Field(4, ge=1, le=256)
     cs_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -69,6 +76,34 @@ class Settings(BaseSettings):
         if value and not value.startswith(("smtp://", "smtps://")):
             raise ValueError("must be an smtp:// or smtps:// URL")
         return value or None
+
+    @field_validator("smtp_ca_file", mode="before")
+    @classmethod
+    def _smtp_ca_file(cls, value):
+        if value in (None, ""):
+            return None
+        if not Path(value).is_file():
+            raise ValueError("no such file (a PEM bundle of the CAs to trust for SMTP TLS)")
+        return value
+
+    @field_validator("cs_public_url")
+    @classmethod
+    def _public_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1].strip("/")) == 0:
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @field_validator("stripe_prices", mode="before")
+    @classmethod
+    def _stripe_prices(cls, value):
+        return parse_prices(value)
+
+    @field_validator("stripe_return_url")
+    @classmethod
+    def _stripe_return_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
 
     @property
     def production(self) -> bool:

@@ -3,6 +3,7 @@
 from sqlmodel import SQLModel
 
 from .auth.models import ApiKey
+from .billing.models import StripeEvent  # noqa: F401
 from .channels.in_app_models import InAppMessage  # noqa: F401
 from .customers.models import Customer, Event
 from .decisions.models import DecisionRequest

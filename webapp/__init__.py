@@ -25,12 +25,12 @@ _HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 
 def all_apis() -> list[Api]:
     from .routes import (analytics, connectors, customers, decisions, external, interventions, playbooks, settings,
                          system, team, webhooks)
-
-
-
+    from .routes import unsubscribe
+    from .routes import in_app
+    from .routes import billing
 
     return [system.api, settings.api, customers.api, connectors.api, webhooks.api, playbooks.api,
-            decisions.api, interventions.api, external.api, team.api, analytics.api]
+            decisions.api, interventions.api, external.api, team.api, analytics.api, unsubscribe.api, in_app.api, billing.api]
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,

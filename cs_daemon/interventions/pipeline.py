@@ -24,6 +24,7 @@ from ..tenants.models import Tenant
 from ..webhooks.models import WebhookEndpoint
 from .models import Intervention
 from ..channels import sink  # noqa: F401  (registers the test-mode transport)
+from ..channels import email  # registers the mailto: transport
 
 KIND = "channel"
 
@@ -71,7 +72,9 @@ def start(session: Session, iv: Intervention, *, now: datetime) -> list[Delivery
             return [_undeliverable(session, iv, "the user has no email address", now)]
         return [delivery.create(session, iv.tenant_id, url=f"mailto:{customer.email}",
                                 body={"intervention_id": iv.id, "user_id": iv.user_id, "name": customer.name,
-                                      "message_body": iv.message_body or ""}, secret_enc="", **common)]
+                                      "message_body": iv.message_body or "",
+                                      "subject": email.subject_of(session, iv.playbook_id)},
+                                secret_enc="", **common)]
     return [delivery.create(session, iv.tenant_id, url=f"inapp:{iv.user_id}",
                             body=channel_payload(iv, customer), secret_enc="", **common)]
 
@@ -135,7 +138,7 @@ def mark_delivered(session: Session, intervention_id: str, now: datetime) -> Non
 
 
 def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
-    iv = session.get(Intervention, made.subject_id)
+    iv = session.get(Intervention, made.subject_id, with_for_update=True)  # current: a stream may deliver it now
     if iv is None or iv.status not in ("approved", "sent"):
         return          # paused, rolled back or already settled: nothing more to say
     now = made.updated_at
@@ -163,3 +166,4 @@ def _crm_secret(session: Session, tenant_id: str) -> str:
 
 delivery.listen(KIND, _on_attempt)
 delivery.SECRET_REFS["crm"] = _crm_secret
+from ..channels import in_app  # noqa: E402,F401  (the inapp: transport and withdraw hook; last, as it uses this module)

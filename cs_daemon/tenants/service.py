@@ -167,3 +167,12 @@ def _set_shadow(tenant: Tenant, active: bool, now: datetime) -> None:
         config.pop("shadow_mode_expires_at", None)
     tenant.shadow_mode = active
     tenant.config = config
+
+
+def set_plan(tenant: Tenant, plan_tier: str, plan_status: str) -> None:
+    """Move the tenant to a plan; its limits follow the tier (decisions §3)."""
+    if plan_tier not in plans.TIERS or plan_status not in plans.STATUSES:
+        raise ValueError(f"unknown plan {plan_tier!r} or status {plan_status!r}")
+    tenant.plan_tier = plan_tier
+    tenant.plan_status = plan_status
+    tenant.tracked_user_limit = plans.plan(plan_tier).tracked_users

@@ -24,7 +24,7 @@ PYTHON = str(VENV_BIN / "python")
 
 # Settings the service reads from the environment: a test passes exactly the ones it means.
 _SERVICE_VARS = re.compile(
-    r"^(CS_.*|DATABASE_URL|REDIS_URL|SMTP_URL|MAIL_FROM|OPENAI_.*|STRIPE_.*|ALLOW_PRIVATE_WEBHOOK_URLS)$"
+    r"^(CS_.*|DATABASE_URL|REDIS_URL|SMTP_.*|MAIL_FROM|OPENAI_.*|STRIPE_.*|ALLOW_PRIVATE_WEBHOOK_URLS)$"
 )
 
 

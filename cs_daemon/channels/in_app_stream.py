@@ -1,0 +1,208 @@
+"""One user's in-app stream: server-sent events, written as the messages come.
+
+    retry: 3000                              (first: the stream is listening)
+
+    id: 42
+    event: intervention
+    data: {"interventionId": "…", "type": "in_app", "body": "…", "playbookName": "…", "timestamp": "…"}
+
+    event: withdrawn
+    data: {"interventionId": "…"}
+
+    : heartbeat                              (a comment, every 15 s of silence)
+
+On connect the stream sends every message of the user that was never delivered (or,
+with Last-Event-ID, every message after that id as well), then waits for wake-ups and
+sends what is new. Each read is a short transaction of its own: an open stream holds
+no database connection. A message counts as delivered once its bytes were handed to the
+connection (the server asks for the next chunk only after writing the previous one).
+Withdrawals are announced for messages this connection sent, and on a resume for those
+up to Last-Event-ID withdrawn in the last 7 days; they carry no id, so they never move
+the client's Last-Event-ID. The stream ends when its token expires (the client
+reconnects with a fresh one). While the tenant's kill switch is on it sends nothing new
+(it looks again at every heartbeat); to a user who opted out of in_app (or all) it sends
+no more messages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..config import Settings
+from ..tenants.models import Tenant
+from . import in_app, in_app_wakeups
+from .in_app_tokens import StreamGrant
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 15.0
+RETRY_MS = 3000
+BATCH = 100
+SLOT_RETRY_AFTER = 5
+
+
+def frame(event: str, data: dict, event_id: int | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}\n\n"
+
+
+@dataclass
+class Cursor:
+    """What the client has: messages up to `last` (its Last-Event-ID, or what this
+    connection sent), and the withdrawals already looked at."""
+
+    resumed_from: int | None
+    last: int = -1
+    sent: set[int] = field(default_factory=set)
+    withdrawals_seen: set[int] = field(default_factory=set)
+
+    def knows(self, seq: int) -> bool:
+        return seq in self.sent or (self.resumed_from is not None and seq <= self.resumed_from)
+
+
+@dataclass
+class Batch:
+    text: str = ""
+    sent: dict[int, str] = field(default_factory=dict)      # seq -> intervention id
+    full: bool = False
+    held: bool = False       # the kill switch kept messages back
+
+
+def next_batch(rt, grant: StreamGrant, cursor: Cursor) -> Batch:
+    """What to write next, read in one short transaction."""
+    with rt.session(grant.tenant_id) as session:
+        if cursor.last < 0:
+            cursor.last = cursor.resumed_from if cursor.resumed_from is not None else \
+                in_app.high_water(session, grant.user_id)
+        tenant = session.get(Tenant, grant.tenant_id)
+        batch = Batch(held=bool(tenant and tenant.kill_switch_active))
+        silent = batch.held or in_app.opted_out(session, grant.tenant_id, grant.user_id)
+        live = [] if silent else in_app.unsent(session, grant.user_id, after=cursor.last, limit=BATCH)
+        gone = in_app.withdrawn(session, grant.user_id, upto=cursor.last, now=rt.now())
+    for seq, intervention_id in gone:
+        _withdrawal(batch, cursor, seq, intervention_id)
+    for row in live:
+        if row.seq not in cursor.sent:
+            batch.text += frame("intervention", row.body, row.seq)
+            batch.sent[row.seq] = row.intervention_id
+            cursor.sent.add(row.seq)
+            cursor.last = max(cursor.last, row.seq)
+    batch.full = len(batch.sent) == BATCH
+    return batch
+
+
+def _withdrawal(batch: Batch, cursor: Cursor, seq: int, intervention_id: str) -> None:
+    if seq in cursor.withdrawals_seen:
+        return
+    cursor.withdrawals_seen.add(seq)
+    if cursor.knows(seq):
+        batch.text += frame("withdrawn", {"interventionId": intervention_id})
+
+
+def settle(rt, tenant_id: str, written: dict[int, str]) -> None:
+    """The messages were written to the connection: mark them and their interventions
+    delivered."""
+    if written:
+        with rt.session(tenant_id) as session:
+            in_app.mark_delivered(session, written, rt.now())
+
+
+ENDING = threading.Event()     # set when this process stops: every stream ends (clients reconnect)
+
+
+def end_all() -> None:
+    """End every stream of this process now (a graceful stop of an API process)."""
+    ENDING.set()
+    in_app_wakeups.wake_everyone()
+
+
+def events(rt, grant: StreamGrant, cursor: Cursor, waiter: in_app_wakeups.Waiter) -> Iterator[str]:
+    yield f"retry: {RETRY_MS}\n\n"
+    read = True
+    held = False
+    while rt.now() < grant.expires_at and not ENDING.is_set():
+        if read:
+            batch = next_batch(rt, grant, cursor)
+            held = batch.held
+            if batch.text:
+                yield batch.text
+                settle(rt, grant.tenant_id, batch.sent)
+            if batch.full:
+                continue
+        woken = waiter.wait(HEARTBEAT_SECONDS)
+        if not woken:
+            yield ": heartbeat\n\n"
+        read = woken or held
+
+
+class StreamsFull(Exception):
+    """This process holds as many streams as it may."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"this server holds its maximum of {limit} in-app streams; retry in {SLOT_RETRY_AFTER} s")
+
+
+class StreamSlots:
+    """How many streams this process holds. In production each open stream keeps one
+    thread of its API process (gunicorn gthread), so the count is capped at
+    CS_STREAM_SLOTS per process; the rest of the threads stay free for API requests."""
+
+    def __init__(self):
+        self.open = 0
+        self._lock = threading.Lock()
+
+    def take(self, settings: Settings) -> None:
+        limit = settings.cs_stream_slots if settings.production else None
+        with self._lock:
+            if limit is not None and self.open >= limit:
+                raise StreamsFull(limit)
+            self.open += 1
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.open -= 1
+
+
+_slots: "weakref.WeakKeyDictionary[object, StreamSlots]" = weakref.WeakKeyDictionary()
+_slots_lock = threading.Lock()
+
+
+def slots_of(rt) -> StreamSlots:
+    """The stream count of one runtime (one per process in production)."""
+    with _slots_lock:
+        return _slots.setdefault(rt, StreamSlots())
+
+
+class OpenStream:
+    """The body of one stream response. Opening it takes a slot and subscribes to the
+    user's wake-ups (so nothing published afterwards is missed); the server iterates it,
+    and closes it when the client is gone or the stream ends, which lets both go."""
+
+    def __init__(self, rt, grant: StreamGrant, last_event_id: int | None):
+        self.slots = slots_of(rt)
+        self.slots.take(rt.settings)
+        try:
+            self.waiter = in_app_wakeups.for_settings(rt.settings).waiter(grant.tenant_id, grant.user_id)
+        except BaseException:
+            self.slots.give_back()
+            raise
+        self._events = events(rt, grant, Cursor(last_event_id), self.waiter)
+        self._closed = False
+
+    def __iter__(self) -> Iterator[str]:
+        return self._events
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._events.close()
+        finally:
+            self.waiter.close()
+            self.slots.give_back()

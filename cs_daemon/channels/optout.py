@@ -1,0 +1,108 @@
+"""Opt-out (decisions §8): every email carries a signed one-click unsubscribe link; following
+it opts the user out of that channel, `user.opted_out` is emitted, and the engine never
+picks the channel for that user again (customer.opted_out).
+
+An unsubscribe token is `<payload>.<signature>`, both base64url without padding: the
+payload is the JSON `{"t": tenant id, "u": user id, "c": channel}`, the signature an
+HMAC-SHA256 of the payload with a key derived from CS_SECRET_KEY. It does not expire:
+an unsubscribe link must keep working for as long as the mail is read.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlencode
+
+from sqlalchemy.orm import Session
+
+from ..customers.models import Customer
+from ..errors import NotFound, ValidationFailed
+from ..outbox import service as outbox
+
+CHANNELS = ("email", "in_app", "webhook", "crm", "all")
+
+
+@dataclass(frozen=True)
+class Unsubscribe:
+    """What a valid token names."""
+
+    tenant_id: str
+    user_id: str
+    channel: str
+
+
+def _key(secret_key: str) -> bytes:
+    return hashlib.sha256(b"cs-unsubscribe:" + secret_key.encode()).digest()
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _signature(secret_key: str, payload: str) -> str:
+    return _b64(hmac.new(_key(secret_key), payload.encode(), hashlib.sha256).digest())
+
+
+def token(secret_key: str, tenant_id: str, user_id: str, channel: str = "email") -> str:
+    payload = _b64(json.dumps({"t": tenant_id, "u": user_id, "c": channel}, separators=(",", ":")).encode())
+    return f"{payload}.{_signature(secret_key, payload)}"
+
+
+def link(public_url: str, secret_key: str, tenant_id: str, user_id: str, channel: str = "email") -> str:
+    """The unsubscribe URL a message carries."""
+    return f"{public_url}/api/unsubscribe?{urlencode({'token': token(secret_key, tenant_id, user_id, channel)})}"
+
+
+def read_token(secret_key: str, raw: str | None) -> Unsubscribe:
+    """The tenant, user and channel a token names; a missing, malformed or tampered token
+    is a validation failure (400)."""
+    payload, _, signature = (raw or "").partition(".")
+    if not payload or not hmac.compare_digest(signature.encode(), _signature(secret_key, payload).encode()):
+        raise _bad_token("the unsubscribe token is missing, malformed or not signed by this service")
+    try:
+        fields = json.loads(_unb64(payload))
+        found = Unsubscribe(str(fields["t"]), str(fields["u"]), str(fields["c"]))
+    except (ValueError, KeyError, TypeError):
+        raise _bad_token("the unsubscribe token cannot be read") from None
+    if found.channel not in CHANNELS:
+        raise _bad_token(f"the unsubscribe token names an unknown channel {found.channel!r}")
+    return found
+
+
+def _bad_token(message: str) -> ValidationFailed:
+    return ValidationFailed(message, [{"field": "token", "message": message}])
+
+
+def unsubscribe(session: Session, secret_key: str, raw_token: str | None, *, now: datetime) -> Unsubscribe:
+    """Opt the token's user out of its channel. Idempotent: a second use changes nothing
+    and emits nothing."""
+    wanted = read_token(secret_key, raw_token)
+    session.info["tenant_id"] = wanted.tenant_id      # from here on, the token's tenant only
+    customer = session.get(Customer, (wanted.tenant_id, wanted.user_id))
+    if customer is None:
+        raise NotFound("the user of this unsubscribe link no longer exists")
+    opt_out(session, customer, wanted.channel, now=now)
+    return wanted
+
+
+def opt_out(session: Session, customer: Customer, channel: str, *, now: datetime) -> bool:
+    """Add the channel to the user's opt-outs and emit user.opted_out; False when the
+    user was already opted out of it (or of all)."""
+    current = list(customer.opted_out or [])
+    if channel in current or "all" in current:
+        return False
+    customer.opted_out = current + [channel]        # a new list, so the JSON column is written
+    customer.updated_at = now
+    outbox.record(session, customer.tenant_id, "user.opted_out",
+                  {"user_id": customer.id, "opted_out_at": now.isoformat(), "channel": channel},
+                  now=now, test=customer.test)
+    return True

@@ -1,0 +1,191 @@
+"""In production a delivery job in one process reaches a stream held by another
+(decisions §11): the stream is held by the API in this process (a real HTTP server), the
+`inapp:` delivery is run by a real `cs worker` (Dramatiq on Redis, PostgreSQL) in its own
+process tree, and the wake-up between them travels over Redis pub/sub. Then the whole
+daemon (`cs serve`: gunicorn and Dramatiq) holds a stream, and a graceful stop ends it at
+once instead of waiting out gunicorn's graceful timeout."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+
+import psycopg
+import pytest
+import redis
+import requests
+
+from cs_daemon import migrate
+from cs_daemon.config import Settings
+from cs_daemon.db import dispose_engines
+from cs_daemon.jobs import broker as jobs_broker
+from cs_daemon.jobs.heartbeat import last_beat_age
+from cs_daemon.runtime import Runtime
+from cs_daemon.tenants import service as tenants
+from tests.conftest import PG, REDIS, _pg_conninfo, auth
+from tests.support.processes import CS, Deadline, Service, Tree, free_port, poll_http, service_env
+from tests.support.sse import AppServer, SseClient
+from webapp import create_app
+
+SECRET = "in-app-cross-process-secret"
+
+
+@pytest.fixture
+def database():
+    name = f"cs_inapp_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(_pg_conninfo(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{PG}/{name}"
+    finally:
+        dispose_engines()
+        with psycopg.connect(_pg_conninfo(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def prefix():
+    value = f"csinapp-{uuid.uuid4().hex[:8]}"
+    yield value
+    client = redis.Redis.from_url(REDIS)
+    keys = list(client.scan_iter(f"{value}:*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture
+def rt(database, prefix, tmp_path):
+    settings = Settings(cs_data_dir=tmp_path / "data", database_url=database, redis_url=REDIS,
+                        cs_redis_prefix=prefix, cs_secret_key=SECRET)
+    migrate.upgrade(settings)
+    runtime = Runtime(settings)
+    runtime.install_broker()    # approvals enqueue their delivery on Redis at commit, as in gunicorn
+    yield runtime
+    jobs_broker.install(Settings(cs_data_dir=tmp_path / "data", database_url=None, redis_url=None,
+                                 cs_secret_key="t"))
+
+
+@pytest.fixture
+def api(rt):
+    server = AppServer(create_app(runtime=rt))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def worker(rt, tmp_path):
+    s = rt.settings
+    env = service_env(DATABASE_URL=s.database_url, REDIS_URL=s.redis_url, CS_REDIS_PREFIX=s.cs_redis_prefix,
+                      CS_SECRET_KEY=SECRET, CS_DATA_DIR=str(tmp_path / "data"))
+    tree = Tree(Service([CS, "worker", "--processes", "1", "--threads", "2"], env=env, cwd=tmp_path,
+                        log=tmp_path / "worker.err", new_session=True))
+    try:
+        deadline = Deadline(30)
+        while last_beat_age(rt.cache) is None:
+            tree.record()
+            assert tree.root.proc.poll() is None and deadline, f"worker not up\n{tree.root.describe()}"
+            time.sleep(0.05)
+        yield tree
+    finally:
+        tree.kill()
+
+
+@pytest.fixture
+def streams():
+    opened: list[SseClient] = []
+    yield opened
+    for stream in opened:
+        stream.close()
+
+
+def _call(base, key, method, path, body=None) -> dict:
+    resp = requests.request(method, base + path, headers=auth(key), json=body, timeout=10)
+    assert resp.status_code < 300, (path, resp.status_code, resp.text)
+    return resp.json()
+
+
+def _status(base, key, iv) -> str:
+    items = _call(base, key, "GET", "/api/interventions?limit=200")["interventions"]
+    return [i for i in items if i["id"] == iv][0]["status"]
+
+
+def _wait_status(base, key, iv, status, worker, timeout=30.0) -> None:
+    deadline = Deadline(timeout)
+    while (now := _status(base, key, iv)) != status:
+        assert worker.root.proc.poll() is None, f"cs worker exited\n{worker.root.describe()}"
+        assert deadline, f"intervention is {now}, not {status}\n{worker.root.describe()}"
+        time.sleep(0.05)
+
+
+def _approve(base, key, pid, body) -> str:
+    iv = _call(base, key, "POST", "/api/interventions", {"user_id": "u1", "playbook_id": pid, "channel": "in_app",
+                                                        "message_body": body})["id"]
+    assert _call(base, key, "PUT", f"/api/interventions/{iv}/approve")["status"] == "approved"
+    return iv
+
+
+def test_a_delivery_made_by_a_worker_process_reaches_a_stream_held_here(rt, api, worker, streams):
+    base = api.url
+    with rt.session() as s:
+        key = tenants.create(s, name="Cross", owner_email="owner@cross.example", now=rt.now(),
+                             plan_tier="growth").key.secret
+    _call(base, key, "POST", "/api/track", {"events": [{"user_id": "u1", "event": "$identify"}]})
+    pid = _call(base, key, "POST", "/api/playbooks", {"name": "Cross-process"})["id"]
+    token = _call(base, key, "POST", "/api/in-app/tokens", {"user_id": "u1"})["token"]
+
+    # offline: the worker queues it (sent); it arrives on connect
+    waiting = _approve(base, key, pid, "queued while away")
+    _wait_status(base, key, waiting, "sent", worker)
+    stream = SseClient(f"{base}/api/in-app/stream?token={token}")
+    streams.append(stream.wait_listening())
+    assert stream.next().json["interventionId"] == waiting
+    _wait_status(base, key, waiting, "delivered", worker)
+
+    # online: the worker's wake-up crosses processes through Redis
+    started = time.monotonic()
+    live = _approve(base, key, pid, "live from the worker")
+    event = stream.next(timeout=20)
+    assert event.event == "intervention" and event.json["interventionId"] == live
+    assert event.json["body"] == "live from the worker" and event.json["playbookName"] == "Cross-process"
+    _wait_status(base, key, live, "delivered", worker)
+    print(f"\n[in-app cross-process] approve -> message on the stream in {time.monotonic() - started:.3f} s")
+
+
+GRACEFUL_TIMEOUT = 20       # gunicorn's, as `cs serve` starts it
+
+
+def test_the_daemon_delivers_to_its_streams_and_a_graceful_stop_ends_them_at_once(rt, tmp_path, streams):
+    s = rt.settings
+    env = service_env(DATABASE_URL=s.database_url, REDIS_URL=s.redis_url, CS_REDIS_PREFIX=s.cs_redis_prefix,
+                      CS_SECRET_KEY=SECRET, CS_DATA_DIR=str(tmp_path / "data"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    daemon = Service([CS, "serve", "--port", str(port)], env=env, cwd=tmp_path, log=tmp_path / "serve.err")
+    tree = Tree(daemon)
+    try:
+        poll_http(f"{base}/api/health", until=lambda r: bool(tree.record()) and r.status_code == 200,
+                  timeout=40, service=daemon)
+        with rt.session() as session:
+            key = tenants.create(session, name="Daemon", owner_email="owner@daemon.example", now=rt.now(),
+                                 plan_tier="growth").key.secret
+        _call(base, key, "POST", "/api/track", {"events": [{"user_id": "u1", "event": "$identify"}]})
+        pid = _call(base, key, "POST", "/api/playbooks", {"name": "Daemon"})["id"]
+        token = _call(base, key, "POST", "/api/in-app/tokens", {"user_id": "u1"})["token"]
+        stream = SseClient(f"{base}/api/in-app/stream?token={token}")
+        streams.append(stream.wait_listening())
+        iv = _approve(base, key, pid, "from gunicorn and dramatiq")
+        assert stream.next(timeout=20).json["interventionId"] == iv
+        _wait_status(base, key, iv, "delivered", tree)
+
+        stopping = time.monotonic()
+        daemon.signal(signal.SIGTERM)
+        assert stream.wait_ended(GRACEFUL_TIMEOUT), "the stream outlived the graceful stop"
+        ended = time.monotonic() - stopping
+        assert daemon.wait(30) == 0, daemon.describe()
+        stopped = time.monotonic() - stopping
+        assert ended < GRACEFUL_TIMEOUT / 2 and stopped < GRACEFUL_TIMEOUT, (ended, stopped)
+        print(f"\n[in-app daemon stop] stream ended {ended:.1f} s and the daemon {stopped:.1f} s after SIGTERM")
+    finally:
+        tree.kill()

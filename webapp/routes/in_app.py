@@ -1,0 +1,63 @@
+"""In-app messages (decisions §11): stream tokens minted by the tenant's backend, and the
+server-sent-events stream a front end opens with one."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from flask import Response, g, request
+from pydantic import Field
+
+from cs_daemon.channels import in_app_tokens as tokens
+from cs_daemon.channels.in_app_stream import SLOT_RETRY_AFTER, OpenStream, StreamsFull
+from cs_daemon.customers.models import Customer
+from cs_daemon.errors import NotFound, RateLimited
+from cs_daemon.schemas import Wire
+
+from ..api import Api, Call
+
+api = Api("In-app messages")
+
+
+class TokenRequest(Wire):
+    user_id: str = Field(min_length=1, max_length=255)
+
+
+class StreamToken(Wire):
+    token: str
+    expires_at: datetime
+
+
+class StreamQuery(Wire):
+    token: str | None = Field(None, description="A token from POST /api/in-app/tokens")
+
+
+@api.route("POST", "/api/in-app/tokens", access="read", body=TokenRequest, response=StreamToken, errors=(404,),
+           summary="Mint a 24-hour stream token for one user (hand it to your front end, never a key)")
+def post_token(call: Call):
+    user_id = call.body.user_id
+    if call.session.get(Customer, (call.tenant_id, user_id)) is None:
+        raise NotFound("user not found")
+    token, expires_at = tokens.mint(call.rt.settings.secret_key, call.tenant_id, user_id, call.now)
+    return StreamToken(token=token, expires_at=expires_at)
+
+
+@api.route("GET", "/api/in-app/stream", access="public", query=StreamQuery, errors=(401, 429),
+           summary="The user's in-app messages as server-sent events (text/event-stream; "
+                   "event: intervention | withdrawn; resumes from Last-Event-ID)")
+def get_stream(call: Call):
+    grant = tokens.verify(call.rt.settings.secret_key, call.query.token, call.now)
+    try:
+        body = OpenStream(call.rt, grant, last_event_id())
+    except StreamsFull as exc:
+        g.rate_headers = {"Retry-After": str(SLOT_RETRY_AFTER)}
+        raise RateLimited(str(exc)) from None
+    return Response(body, mimetype="text/event-stream", headers={
+        "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+        # the token is the credential (no cookie), so any origin may open the stream
+        "Access-Control-Allow-Origin": "*"})
+
+
+def last_event_id() -> int | None:
+    raw = request.headers.get("Last-Event-ID", "").strip()
+    return int(raw) if raw.isdigit() else None
