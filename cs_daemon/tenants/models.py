@@ -17,7 +17,7 @@ class Tenant(SQLModel, table=True):
     brand_context: dict | None = json_field()
     plan_tier: str = Field(default="trial", max_length=20)
     plan_status: str = Field(default="trialing", max_length=20)
-    tracked_user_limit: int | None = Field(default=1_000)
+    tracked_user_limit: int | None = Field(default=None)   # set from the plan; None is unlimited
     tracked_users: int = 0
     kill_switch_active: bool = False
     shadow_mode: bool = False

@@ -110,3 +110,8 @@ def test_turning_shadow_mode_on_again_restarts_the_72_hours(client, tenant, cloc
     client.put("/api/settings/shadow-mode", json={"active": True}, headers=h)
     clock.advance(hours=70)
     assert client.get("/api/settings", headers=h).json["tenant"]["shadow_mode"] is True
+
+
+def test_scale_tenants_track_unlimited_users(client, make_tenant):
+    scale = make_tenant("Huge", plan_tier="scale")
+    assert client.get("/api/settings", headers=auth(scale.key)).json["tenant"]["tracked_user_limit"] is None
