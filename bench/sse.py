@@ -113,10 +113,8 @@ class Environment:
 
         rt = Runtime(self.settings)
         with rt.session() as s:
-            made = tenants.create(s, name="Bench", owner_email="owner@bench.example", now=rt.now(),
-                                  plan_tier="scale")
-            made.tenant.tracked_user_limit = None     # scale is unlimited (the row gets the column default)
-            self.key = made.key.secret
+            self.key = tenants.create(s, name="Bench", owner_email="owner@bench.example", now=rt.now(),
+                                      plan_tier="scale").key.secret
 
     def start_daemon(self) -> None:
         a = self.args
@@ -222,10 +220,11 @@ class CpuMeter:
     def families(self) -> dict[str, list[int]]:
         table = processes()
         tree = [p for p in descendants(self.env.daemon.root.pid, table)]
+        ours = f" {self.env.dbname} "
         fam = {"api (gunicorn)": self.env.api_processes(),
                "worker (dramatiq)": [p.pid for p in tree if "dramatiq" in p.cmdline],
                "postgres (this database)": [p.pid for p in table.values()
-                                            if p.cmdline.startswith("postgres") and f" {self.env.dbname} " in p.cmdline],
+                                            if p.cmdline.startswith("postgres") and ours in p.cmdline],
                "redis": [p.pid for p in table.values() if p.cmdline.split(" ", 1)[0].endswith("redis-server")],
                "bench client": [os.getpid()]}
         return fam
@@ -311,7 +310,8 @@ class Streams:
             stream.status = int(head.split(" ", 2)[1])
             if stream.status != 200:
                 stream.refusals += 1
-                retry = [line.split(":", 1)[1] for line in head.split("\r\n") if line.lower().startswith("retry-after:")]
+                retry = [line.split(":", 1)[1] for line in head.split("\r\n")
+                         if line.lower().startswith("retry-after:")]
                 writer.close()
                 stream.ended = f"HTTP {stream.status}"
                 return float(retry[0]) if retry else 5.0

@@ -39,7 +39,8 @@ def gunicorn_argv(settings: Settings, host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "gunicorn", "webapp.wsgi:app",
             "--bind", f"{host}:{port}", "--workers", str(settings.cs_web_processes),
             "--worker-class", "gthread",   # 8 threads for API requests + one per open in-app stream
-            "--threads", str(8 + settings.cs_stream_slots), "--worker-connections", str(1008 + settings.cs_stream_slots),
+            "--threads", str(8 + settings.cs_stream_slots),
+            "--worker-connections", str(1008 + settings.cs_stream_slots),
             "--graceful-timeout", "20", "--timeout", "60", "--log-level", settings.cs_log_level.lower(),
             "--config", "python:webapp.gunicorn_hooks", "--no-control-socket"]
 

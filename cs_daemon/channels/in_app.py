@@ -92,9 +92,9 @@ def transport(claimed: delivery.Claimed, secret: str, rt, now: datetime) -> Outc
     queued) or waits and then withdraws what was queued. Work that can no longer go
     (rolled back or paused since approval, or the user opted out) fails for good."""
     started = time.monotonic()
+    intervention_id = json.loads(claimed.body)["intervention_id"]
     with rt.session(claimed.tenant_id) as session:
-        iv = session.scalars(select(Intervention).where(Intervention.id == json.loads(claimed.body)["intervention_id"])
-                             .with_for_update()).first()
+        iv = session.scalars(select(Intervention).where(Intervention.id == intervention_id).with_for_update()).first()
         refused = why_not(session, iv)
         queued = None if refused else queue(session, iv, now)
         user_id, seq = (queued.user_id, queued.seq) if queued else (None, None)

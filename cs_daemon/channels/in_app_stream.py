@@ -27,7 +27,6 @@ no more messages.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -37,8 +36,6 @@ from ..config import Settings
 from ..tenants.models import Tenant
 from . import in_app, in_app_wakeups
 from .in_app_tokens import StreamGrant
-
-log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 15.0
 RETRY_MS = 3000
