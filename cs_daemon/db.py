@@ -17,8 +17,9 @@ import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterator
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import JSON, DateTime, String, event
+from sqlalchemy import JSON, DateTime, String, bindparam, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
@@ -79,7 +80,7 @@ class TenantOwned(SQLModel):
 
 # --- engines ---------------------------------------------------------------------
 
-_engines: dict[str, Engine] = {}
+_engines: dict[object, Engine] = {}   # by URL, and ("autocommit", URL)
 _lock = threading.Lock()
 
 
@@ -91,6 +92,17 @@ def get_engine(settings: Settings) -> Engine:
             engine = _make_engine(settings)
             _engines[url] = engine
         return engine
+
+
+def _autocommit_engine(settings: Settings) -> Engine:
+    """The same engine and pool, its connections in autocommit while checked out."""
+    key = ("autocommit", settings.db_url)
+    engine = _engines.get(key)
+    if engine is None:
+        engine = get_engine(settings).execution_options(isolation_level="AUTOCOMMIT")
+        with _lock:
+            engine = _engines.setdefault(key, engine)
+    return engine
 
 
 def dispose_engines() -> None:
@@ -137,10 +149,13 @@ def _make_engine(settings: Settings) -> Engine:
 
 @contextmanager
 def session_scope(
-    settings: Settings, *, tenant_id: str | None = None, commit: bool = True
+    settings: Settings, *, tenant_id: str | None = None, commit: bool = True, atomic: bool = True
 ) -> Iterator[Session]:
-    """A unit of work. With `tenant_id`, every query is limited to that tenant."""
-    session = Session(get_engine(settings), expire_on_commit=False)
+    """A unit of work. With `tenant_id`, every query is limited to that tenant.
+    `atomic=False` runs each statement in its own transaction: no BEGIN and COMMIT round
+    trips, for reads whose writes (if any) stand alone, like a key's last-used stamp."""
+    engine = get_engine(settings) if atomic else _autocommit_engine(settings)
+    session = Session(engine, expire_on_commit=False)
     session.info["tenant_id"] = tenant_id
     session.info["settings"] = settings  # for after-commit work that needs them (in-app wake-ups)
     session.info["after_commit"] = []
@@ -177,12 +192,15 @@ def _scope_to_tenant(state) -> None:
     if tenant_id is None or state.is_column_load or state.is_relationship_load:
         return
     if state.is_select or state.is_update or state.is_delete:
-        statement = state.statement.options(*_criteria(tenant_id, len(_tenant_owned_models())))
+        statement = state.statement
         if state.is_select and statement._propagate_attrs.get("compile_state_plugin") != "orm":
-            # a select SQLAlchemy does not treat as an ORM query (e.g. only aggregates in
-            # its columns) ignores loader criteria: filter its tenant-owned tables directly
-            for table in _tenant_tables(statement):
-                statement = statement.where(table.c.tenant_id == tenant_id)
+            # a select SQLAlchemy does not treat as an ORM query (plain table columns, or only
+            # aggregates) ignores loader criteria: filter its tenant-owned tables directly
+            statement = _scoped_core_select(statement)
+            if statement is not state.statement:
+                state.parameters = {**(state.parameters or {}), _TENANT_PARAM: tenant_id}
+        else:
+            statement = statement.options(*_criteria(tenant_id, len(_tenant_owned_models())))
         state.statement = statement
 
 
@@ -193,10 +211,36 @@ def _criteria(tenant_id: str, _models: int) -> tuple:
                  for model in _tenant_owned_models())
 
 
+_TENANT_PARAM = "tenant_scope_id"
+_core_scoped: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def _scoped_core_select(statement):
+    """The select with `tenant_id = :tenant_scope_id` on each tenant-owned table it reads;
+    remembered per statement object, so a statement built once is scoped once."""
+    scoped = _core_scoped.get(statement)
+    if scoped is None:
+        scoped = statement
+        for table in _tenant_tables(statement):
+            scoped = scoped.where(table.c.tenant_id == bindparam(_TENANT_PARAM))
+        # the value must not refer to its own key, or the entry would never be dropped
+        _core_scoped[statement] = scoped if scoped is not statement else _UNSCOPED
+    return statement if scoped is _UNSCOPED else scoped
+
+
+_UNSCOPED = object()
+
+
 def _tenant_tables(statement) -> list:
+    """The tenant-owned tables in the statement's own FROM list: explicit froms, the
+    columns' tables and the WHERE clause's tables, as SQL would put them in FROM.
+    (Select.get_final_froms gives the same list but builds a compile state, 0.5 ms.)"""
     owned = {model.__table__ for model in _tenant_owned_models()}
+    froms = [*statement._from_obj, *statement.columns_clause_froms]
+    for criterion in statement._where_criteria:
+        froms.extend(criterion._from_objects)
     found = []
-    for from_ in statement.get_final_froms():
+    for from_ in froms:
         for table in find_tables(from_, include_joins=True):
             if table in owned and table not in found:
                 found.append(table)

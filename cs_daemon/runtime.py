@@ -41,8 +41,9 @@ class Runtime:
         return self.clock.now()
 
     @contextmanager
-    def session(self, tenant_id: str | None = None, *, commit: bool = True) -> Iterator[Session]:
-        with session_scope(self.settings, tenant_id=tenant_id, commit=commit) as s:
+    def session(self, tenant_id: str | None = None, *, commit: bool = True,
+                atomic: bool = True) -> Iterator[Session]:
+        with session_scope(self.settings, tenant_id=tenant_id, commit=commit, atomic=atomic) as s:
             yield s
 
     def install_broker(self) -> dramatiq.Broker:

@@ -39,6 +39,7 @@ class Endpoint:
     tag: str = ""
     responses: dict[int, type[BaseModel] | None] = field(default_factory=dict)
     credentials: Callable[[], str | None] | None = None
+    atomic: bool = True   # one transaction for the whole request
 
     @property
     def flask_path(self) -> str:
@@ -79,9 +80,12 @@ class Api:
 
     def route(self, method: str, path: str, *, access: str, summary: str, body=None,
               query=None, response=None, status: int = 200, errors: tuple[int, ...] = (),
-              responses: dict | None = None, credentials: Callable[[], str | None] | None = None):
+              responses: dict | None = None, credentials: Callable[[], str | None] | None = None,
+              atomic: bool | None = None):
         """`credentials` finds the API key where a platform's own client puts it (the
-        connectors' native routes); by default it is the bearer token."""
+        connectors' native routes); by default it is the bearer token. A GET runs without
+        a transaction around it (`atomic=False`: no BEGIN/COMMIT round trips) unless it
+        says `atomic=True` because it writes more than one row that belong together."""
         if access not in ACCESS:
             raise ValueError(f"unknown access class {access!r}")
 
@@ -90,6 +94,7 @@ class Api:
                 method=method.upper(), path=path, access=access, handler=fn, summary=summary,
                 body=body, query=query, response=response, status=status, errors=errors,
                 tag=self.tag, responses=responses or {}, credentials=credentials,
+                atomic=method.upper() != "GET" if atomic is None else atomic,
             ))
             return fn
 
@@ -105,7 +110,7 @@ class Api:
 def _view(ep: Endpoint) -> Callable:
     def view(**path_params):
         rt: Runtime = current_app.extensions["cs"]
-        with rt.session() as session:
+        with rt.session(atomic=ep.atomic) as session:
             caller = _authorize(rt, session, ep)
             call = Call(rt, session, caller)
             if ep.query is not None:

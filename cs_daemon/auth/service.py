@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..errors import NotFound, Unauthorized, ValidationFailed
@@ -16,6 +16,17 @@ from .access import PERMISSIONS
 from .models import ApiKey
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+# Built once: every request runs these, and building a statement costs more than the
+# cached execution of it.
+_BY_DIGEST = (
+    select(ApiKey, Tenant, Member.role, Member.removed_at)
+    .join(Tenant, Tenant.id == ApiKey.tenant_id)
+    .outerjoin(Member, Member.id == ApiKey.member_id)
+    .where(ApiKey.digest == bindparam("digest"))
+)
+_KEYS = select(ApiKey.__table__).order_by(ApiKey.__table__.c.created_at, ApiKey.__table__.c.id)
+_ACTIVE_KEYS = _KEYS.where(ApiKey.__table__.c.revoked_at.is_(None))
 
 
 @dataclass(frozen=True)
@@ -90,12 +101,7 @@ def authenticate(session: Session, raw: str | None, *, now: datetime) -> Caller:
     """The caller behind a bearer key; Unauthorized for a missing, unknown or revoked one."""
     if not raw or not keys.well_formed(raw):
         raise Unauthorized("missing or malformed API key")
-    row = session.execute(
-        select(ApiKey, Tenant, Member.role, Member.removed_at)
-        .join(Tenant, Tenant.id == ApiKey.tenant_id)
-        .outerjoin(Member, Member.id == ApiKey.member_id)
-        .where(ApiKey.digest == keys.digest(raw))
-    ).first()
+    row = session.execute(_BY_DIGEST, {"digest": keys.digest(raw)}).first()
     if row is None:
         raise Unauthorized("unknown API key")
     key, tenant, member_role, member_removed = row
@@ -131,11 +137,7 @@ def _touch(session: Session, key_id: str, now: datetime) -> None:
 def list_keys(session: Session, *, include_revoked: bool = False) -> list:
     """Rows with the key's columns (plain rows: this is on the settings page's hot path;
     the tenant session still scopes the table)."""
-    table = ApiKey.__table__
-    query = select(table).order_by(table.c.created_at, table.c.id)
-    if not include_revoked:
-        query = query.where(table.c.revoked_at.is_(None))
-    return list(session.execute(query))
+    return list(session.execute(_KEYS if include_revoked else _ACTIVE_KEYS))
 
 
 def revoke(session: Session, key_id: str, *, now: datetime) -> ApiKey:

@@ -63,3 +63,17 @@ def test_aggregate_only_selects_are_scoped_too(rt, make_tenant):
     with rt.session(b.id) as s:
         assert s.execute(select(func.count(), func.count().filter(Intervention.status == "delivered"))
                          .where(Intervention.test.is_(False))).one() == (1, 1)
+
+
+def test_core_selects_are_scoped_by_their_from_where_and_join_tables(rt, make_tenant):
+    """Plain-table selects get a tenant filter for every tenant-owned table SQL puts in
+    their FROM: named in the columns, only in WHERE, or joined."""
+    keys, members = ApiKey.__table__, Member.__table__
+    a, b = make_tenant("A"), make_tenant("B")
+    with rt.session(a.id) as s:
+        assert len(list(s.execute(select(keys)))) == 1
+        assert s.scalar(select(func.count()).where(keys.c.test.is_(False))) == 1
+        joined = select(keys.c.id, members.c.email).join_from(keys, members, keys.c.member_id == members.c.id)
+        assert [row.email for row in s.execute(joined)] == ["owner@a.example"]
+    with rt.session(b.id) as s:
+        assert s.scalar(select(func.count()).where(keys.c.test.is_(False))) == 1

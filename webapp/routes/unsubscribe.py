@@ -29,7 +29,7 @@ def _unsubscribe(call: Call) -> optout.Unsubscribe:
     return optout.unsubscribe(call.session, call.rt.settings.secret_key, call.query.token, now=call.now)
 
 
-@api.route("GET", "/api/unsubscribe", access="public", query=UnsubscribeQuery, errors=(400, 404),
+@api.route("GET", "/api/unsubscribe", access="public", query=UnsubscribeQuery, errors=(400, 404), atomic=True,
            summary="Follow an unsubscribe link: opt the user out of the channel; answers an HTML page")
 def get_unsubscribe(call: Call):
     done = _unsubscribe(call)
