@@ -5,8 +5,9 @@ import typer
 from cs_daemon import plans
 from cs_daemon.tenants import service as tenants
 
+from .commands_flags import OnOff
 from .context import runtime
-from .output import print_json, success, table
+from .output import out, print_json, success, table
 
 app = typer.Typer(help="Tenants.", no_args_is_help=True)
 
@@ -35,6 +36,9 @@ def create(
     success(f"tenant {made.tenant.name} ({made.tenant.slug}) created on plan {plan}")
     table("", ["tenant_id", "member_id", "api_key (shown once)"],
           [[result["tenant_id"], result["member_id"], result["api_key"]]])
+    if partner:
+        out.print(f"the partner API needs a key with permission partner: cs keys issue --tenant {made.tenant.id} "
+                  "--role admin --permission partner", highlight=False)
 
 
 @app.command("list")
@@ -53,3 +57,19 @@ def list_(json_: bool = typer.Option(False, "--json", help="Print a JSON documen
     table("Tenants", ["id", "name", "plan", "status", "kill switch", "shadow", "created"],
           [[d["id"], d["name"], d["plan_tier"], d["plan_status"], "on" if d["kill_switch_active"] else "off",
             "on" if d["shadow_mode"] else "off", d["created_at"]] for d in data])
+
+
+@app.command("set-partner")
+def set_partner(
+    tenant_id: str = typer.Argument(..., help="Tenant id."),
+    state: OnOff = typer.Argument(..., help="on: the tenant may use the partner API; off: it may not."),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
+):
+    """Make a tenant a partner (on) or not (off); its partner keys follow at once."""
+    rt = runtime()
+    with rt.session(tenant_id) as s:
+        t = tenants.set_partner(s, tenant_id, state is OnOff.on, now=rt.now())
+    if json_:
+        print_json({"tenant_id": t.id, "partner": t.partner})
+    else:
+        success(f"partner {state.value} for {t.name}")

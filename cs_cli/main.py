@@ -24,6 +24,7 @@ from . import (
     commands_interventions,
     commands_keys,
     commands_playbooks,
+    commands_partner,
     commands_serve,
     commands_team,
     commands_tenant,
@@ -42,6 +43,7 @@ commands_serve.register(app)
 app.add_typer(commands_db.app, name="db")
 app.add_typer(commands_tenant.app, name="tenant")
 app.add_typer(commands_keys.app, name="keys")
+app.add_typer(commands_partner.app, name="partner")
 app.add_typer(commands_events.app, name="events")
 app.add_typer(commands_customers.app, name="customers")
 app.add_typer(commands_playbooks.app, name="playbooks")

@@ -11,6 +11,7 @@ from .delivery.models import Delivery, DeliveryAttempt
 from .external.models import ActionType, ExternalAction, PlatformConnection
 from .interventions.models import Intervention
 from .outbox.models import OutboxEvent
+from .partners.models import IntegrationShare, PartnerIntegration  # noqa: F401
 from .playbooks.models import Playbook
 from .team.models import Invitation, Member
 from .tenants.models import Tenant

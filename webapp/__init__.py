@@ -29,8 +29,10 @@ def all_apis() -> list[Api]:
     from .routes import in_app
     from .routes import billing
 
+    from .routes import partner
     return [system.api, settings.api, customers.api, connectors.api, webhooks.api, playbooks.api,
-            decisions.api, interventions.api, external.api, team.api, analytics.api, unsubscribe.api, in_app.api, billing.api]
+            decisions.api, interventions.api, external.api, team.api, analytics.api, unsubscribe.api, in_app.api, billing.api,
+            partner.api]
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,

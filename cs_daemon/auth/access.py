@@ -39,6 +39,11 @@ ACCESS: dict[str, Rule | None] = {
         ALL_ROLES, frozenset({"partner"}), partner_tenant=True,
         describe="permission partner on a partner tenant",
     ),
+    # partner API writes (provisioning, integrations): viewers only read
+    "partner_write": Rule(
+        WRITERS, frozenset({"partner"}), partner_tenant=True,
+        describe="editor or admin; permission partner on a partner tenant",
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """Pre-built platform connectors (decisions §10): three templates whose action types are
-registered when a tenant connects, with the credentials it gives (kept encrypted)."""
+registered when a tenant connects, with the credentials it gives (kept encrypted); partner
+integrations shared with the tenant (decisions §14) are listed and connect the same way."""
 
 from __future__ import annotations
 
@@ -72,18 +73,24 @@ def describe(session: Session, template: Template) -> dict:
 
 
 def list_platforms(session: Session) -> list[dict]:
-    return [describe(session, t) for t in TEMPLATES.values()]
+    from ..partners import integrations   # late: partner integrations build on these templates
+
+    return [describe(session, t) for t in (*TEMPLATES.values(), *integrations.shared_templates(session))]
 
 
-def _template(platform_id: str) -> Template:
-    if platform_id not in TEMPLATES:
+def _template(session: Session, platform_id: str) -> Template:
+    """A built-in template, or a partner integration shared with this tenant."""
+    from ..partners import integrations
+
+    found = TEMPLATES.get(platform_id) or integrations.shared_template(session, platform_id)
+    if found is None:
         raise NotFound("platform not found")
-    return TEMPLATES[platform_id]
+    return found
 
 
 def connect(session: Session, tenant_id: str, platform_id: str, credentials: dict, *, now: datetime,
             secret_key: str, allow_private: bool) -> dict:
-    template = _template(platform_id)
+    template = _template(session, platform_id)
     missing = [f for f in template.credential_fields if not isinstance(credentials.get(f), str) or not credentials[f]]
     if missing:
         raise ValidationFailed(f"missing credentials: {', '.join(missing)}",
@@ -108,7 +115,7 @@ def connect(session: Session, tenant_id: str, platform_id: str, credentials: dic
 
 
 def disconnect(session: Session, platform_id: str, *, now: datetime) -> dict:
-    template = _template(platform_id)
+    template = _template(session, platform_id)
     conn = _connection(session, platform_id)
     if conn is not None and conn.connected:
         conn.connected, conn.disconnected_at = False, now

@@ -22,6 +22,6 @@ class Tenant(SQLModel, table=True):
     kill_switch_active: bool = False
     shadow_mode: bool = False
     partner: bool = False
-    partner_tenant_id: str | None = Field(default=None, foreign_key="tenants.id", max_length=36)
+    partner_tenant_id: str | None = Field(default=None, foreign_key="tenants.id", index=True, max_length=36)
     stripe_customer_id: str | None = Field(default=None, max_length=255, unique=True, index=True)  # the billing account
     created_at: datetime = time_field(nullable=False)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from .. import plans
 from ..auth import service as auth
+from ..db import new_id
 from ..errors import NotFound, ValidationFailed
 from ..team.models import Member
 from .models import Tenant
@@ -36,6 +37,7 @@ def create(
     plan_tier: str = "trial",
     partner: bool = False,
     partner_tenant_id: str | None = None,
+    tenant_id: str | None = None,
 ) -> CreatedTenant:
     """A tenant, its first admin member and that member's admin `full` key."""
     name = name.strip()
@@ -47,6 +49,7 @@ def create(
             [{"field": "plan_tier", "message": f"must be one of {', '.join(plans.TIERS)}"}],
         )
     tenant = Tenant(
+        id=tenant_id or new_id(),
         name=name,
         slug=_unique_slug(session, name),
         plan_tier=plan_tier,
@@ -150,6 +153,12 @@ def update_brand(session: Session, tenant_id: str, *, now: datetime, fields: dic
 def set_kill_switch(session: Session, tenant_id: str, active: bool, *, now: datetime) -> Tenant:
     tenant = get(session, tenant_id, now=now)
     tenant.kill_switch_active = active
+    return tenant
+
+
+def set_partner(session: Session, tenant_id: str, active: bool, *, now: datetime) -> Tenant:
+    tenant = get(session, tenant_id, now=now)
+    tenant.partner = active
     return tenant
 
 
