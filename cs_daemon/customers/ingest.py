@@ -7,6 +7,10 @@
    key seen before (even in a racing request) is dropped and counted in `duplicates`;
 3. only users that got new events are re-scored, from their running state (never from
    their whole history), and a stage or risk change is written to the outbox.
+
+Without a tracked-user limit, users are created after the events and only for events
+really stored, so a replayed batch writes nothing at all. The statements are those of
+bulk.py: a batch is a few round trips whatever its size.
 """
 
 from __future__ import annotations
@@ -17,17 +21,16 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ..db import new_id
 from ..engine import scoring
 from ..outbox import service as outbox
 from ..tenants.models import Tenant
-from .models import Customer, Event
+from . import bulk
+from .models import Customer
 from .state import apply_traits, rescore
 from ..decisions.requests import owe as owe_decisions
-
 
 
 @dataclass
@@ -48,27 +51,38 @@ class IngestResult:
     user_ids: list[str] = field(default_factory=list)
 
 
-def _insert(session: Session, table):
-    return (postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert)(table)
-
-
 def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: str,
            test: bool, now: datetime) -> IngestResult:
     result = IngestResult()
     events, result.duplicates = _drop_repeats_in_batch(events)
-    user_ids = list(dict.fromkeys(e.user_id for e in events))
-    blocked = ensure_customers(session, tenant_id, user_ids, test=test, now=now)
+    limit, config = _limit_and_config(session, tenant_id)
+    blocked = set() if limit is None else ensure_customers(
+        session, tenant_id, list(dict.fromkeys(e.user_id for e in events)), test=test, now=now)
     kept = [e for e in events if e.user_id not in blocked]
     result.over_limit = len(events) - len(kept)
     inserted = _insert_events(session, tenant_id, kept, source=source, test=test, now=now)
     result.duplicates += len(kept) - len(inserted)
     result.accepted = len(inserted)
     if inserted:
-        touched = update_customers(session, tenant_id, inserted, now=now, test=test)
+        if limit is None:
+            _create_unlimited(session, tenant_id, list(dict.fromkeys(r["user_id"] for r in inserted)),
+                              test=test, now=now)
+        touched, followers = update_customers(session, tenant_id, inserted, now=now, test=test, config=config)
         result.user_ids = list(touched)
         result.users_upserted = len(touched)
-        owe_decisions(session, tenant_id, touched, now=now)
+        if followers.playbooks:
+            owe_decisions(session, tenant_id, touched, now=now)
     return result
+
+
+def _limit_and_config(session: Session, tenant_id: str) -> tuple[int | None, dict]:
+    """The tenant's tracked-user limit and scoring config: from the row authentication
+    loaded in this transaction when there is one, else read."""
+    tenant = session.info.get("tenant")
+    if isinstance(tenant, Tenant) and tenant.id == tenant_id:
+        return tenant.tracked_user_limit, tenant.config or {}
+    row = session.execute(select(Tenant.tracked_user_limit, Tenant.config).where(Tenant.id == tenant_id)).one()
+    return row.tracked_user_limit, row.config or {}
 
 
 def _drop_repeats_in_batch(events: list[Incoming]) -> tuple[list[Incoming], int]:
@@ -89,24 +103,30 @@ def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, t
     users that could not be created (past the limit)."""
     if not user_ids:
         return set()
-    known = set(session.scalars(select(Customer.id).where(Customer.id.in_(user_ids))))
+    known = bulk.known(session, tenant_id, user_ids)
     new = [u for u in user_ids if u not in known]
     if not new:
         return set()
     allowed, blocked = _within_limit(session, tenant_id, new)
     if allowed:
-        stmt = _insert(session, Customer.__table__).values([
-            {"tenant_id": tenant_id, "id": u, "traits": {}, "state": {}, "opted_out": [],
-             "lifecycle_stage": "new",
-             "risk_level": "low", "health": 0.0, "activation_score": 0.0, "engagement_score": 0.0,
-             "expansion_score": 0.0, "created_at": now, "updated_at": now, "test": test}
-            for u in allowed
-        ]).on_conflict_do_nothing(index_elements=["tenant_id", "id"]).returning(Customer.__table__.c.id)
-        created = session.execute(stmt).scalars().all()
+        created = bulk.create(session, tenant_id, allowed, test=test, now=now)
         if len(created) < len(allowed):   # a racing request created some: give their seats back
-            session.execute(update(Tenant).where(Tenant.id == tenant_id)
-                            .values(tracked_users=Tenant.tracked_users - (len(allowed) - len(created))))
+            _count_users(session, tenant_id, len(created) - len(allowed))
     return blocked
+
+
+def _create_unlimited(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
+                      now: datetime) -> None:
+    created = bulk.create(session, tenant_id, user_ids, test=test, now=now)
+    if created:
+        _count_users(session, tenant_id, len(created))
+
+
+def _count_users(session: Session, tenant_id: str, delta: int) -> None:
+    bulk.count_users(session, tenant_id, delta)
+    tenant = session.info.get("tenant")
+    if isinstance(tenant, Tenant) and tenant.id == tenant_id:
+        session.expire(tenant, ["tracked_users"])
 
 
 def _within_limit(session: Session, tenant_id: str, new: list[str]) -> tuple[list[str], set[str]]:
@@ -115,8 +135,7 @@ def _within_limit(session: Session, tenant_id: str, new: list[str]) -> tuple[lis
     deadlocked under load). Returns (users that fit, users past the limit)."""
     limit = session.scalar(select(Tenant.tracked_user_limit).where(Tenant.id == tenant_id))
     if limit is None:
-        session.execute(update(Tenant).where(Tenant.id == tenant_id)
-                        .values(tracked_users=Tenant.tracked_users + len(new)))
+        _count_users(session, tenant_id, len(new))
         return new, set()
     for count in range(len(new), 0, -1):
         done = session.execute(update(Tenant).where(Tenant.id == tenant_id,
@@ -131,30 +150,23 @@ def _insert_events(session: Session, tenant_id: str, events: list[Incoming], *, 
                    test: bool, now: datetime) -> list[dict]:
     if not events:
         return []
-    rows = [{"id": new_id(), "tenant_id": tenant_id, "user_id": e.user_id, "event": e.event,
-             "properties": e.properties or {}, "timestamp": e.timestamp or now, "received_at": now,
-             "source": source, "test": test, "idempotency_key": e.idempotency_key} for e in events]
-    rows.sort(key=lambda r: r["idempotency_key"] or "")   # racing batches lock keys in one order
-    table = Event.__table__
-    stmt = _insert(session, table).values(rows).on_conflict_do_nothing(
-        index_elements=["tenant_id", "idempotency_key"],
-        index_where=table.c.idempotency_key.isnot(None),
-    ).returning(table.c.id)
-    ids = set(session.execute(stmt).scalars().all())
+    rows = [{"id": new_id(), "user_id": e.user_id, "event": e.event, "properties": e.properties or {},
+             "timestamp": e.timestamp or now, "idempotency_key": e.idempotency_key} for e in events]
+    ids = bulk.insert_events(session, tenant_id, rows, source=source, test=test, now=now)
     return [r for r in rows if r["id"] in ids]
 
 
-def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime,
-                     test: bool) -> dict[str, tuple[set[str], bool]]:
+def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime, test: bool,
+                     config: dict | None = None) -> tuple[dict[str, tuple[set[str], bool]], bulk.Followers]:
     """Fold the new events into each user's state and re-score; outbox on changes.
-    Returns, per user, the event names received and whether stage or risk changed."""
+    Returns, per user, the event names received and whether stage or risk changed; and
+    who follows the tenant's changes."""
     by_user: dict[str, list[dict]] = defaultdict(list)
     for row in inserted:
         by_user[row["user_id"]].append(row)
-    config = session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)) or {}
-    customers = session.scalars(
-        select(Customer).where(Customer.id.in_(list(by_user))).with_for_update()
-    ).all()
+    if config is None:
+        config = session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)) or {}
+    customers, followers = bulk.lock(session, tenant_id, sorted(by_user))
     changes: list[tuple[str, dict]] = []
     touched: dict[str, tuple[set[str], bool]] = {}
     for customer in customers:
@@ -168,5 +180,17 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
         changed = rescore(customer, state, config, now)
         changes += changed
         touched[customer.id] = ({r["event"] for r in rows}, bool(changed))
-    outbox.record_many(session, tenant_id, changes, now=now, test=test)
-    return touched
+    bulk.write(session, tenant_id, customers)
+    _forget_loaded(session, tenant_id, customers)
+    outbox.record_many(session, tenant_id, changes, now=now, test=test, fan_out=followers.endpoints)
+    return touched, followers
+
+
+def _forget_loaded(session: Session, tenant_id: str, customers: list[bulk.CustomerRow]) -> None:
+    """Customers this session holds as objects are stale after the bulk write: expire them."""
+    if not session.identity_map:
+        return
+    for c in customers:
+        loaded = session.identity_map.get(session.identity_key(Customer, (tenant_id, c.id)))
+        if loaded is not None:
+            session.expire(loaded)

@@ -4,6 +4,7 @@ never miss its webhooks."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from sqlalchemy import insert
@@ -12,20 +13,36 @@ from sqlalchemy.orm import Session
 from ..db import new_id
 from .models import OutboxEvent
 
+# PostgreSQL: all rows from arrays in one fixed statement (prepared once per connection)
+PG_INSERT = """
+INSERT INTO outbox_events (id, tenant_id, event_type, payload, test, created_at, fanned_out_at)
+SELECT x.id, %(tenant)b, x.event_type, x.payload::json, %(test)b, %(now)b, %(now)b
+FROM unnest(%(ids)b::text[], %(types)b::text[], %(payloads)b::text[]) AS x(id, event_type, payload)
+"""
+
 
 def record_many(session: Session, tenant_id: str, events: list[tuple[str, dict]], *,
-                now: datetime, test: bool = False) -> list[str]:
+                now: datetime, test: bool = False, fan_out: bool = True) -> list[str]:
     """`events` are (event_type, payload) pairs; each payload gets `event` = its type.
-    Returns the event ids."""
+    Returns the event ids. `fan_out=False` is for a caller that knows the tenant has no
+    active endpoint (it read that in this transaction)."""
     if not events:
         return []
-    from ..webhooks.service import fan_out
+    from ..webhooks import service as webhooks
 
     rows = [{"id": new_id(), "tenant_id": tenant_id, "event_type": kind,
              "payload": {"event": kind, **payload}, "test": test, "created_at": now,
              "fanned_out_at": now} for kind, payload in events]
-    session.execute(insert(OutboxEvent.__table__), rows)
-    fan_out(session, tenant_id, [(r["id"], r["event_type"], r["payload"]) for r in rows], now=now, test=test)
+    if session.get_bind().dialect.name == "postgresql":
+        with session.connection().connection.driver_connection.cursor() as cur:
+            cur.execute(PG_INSERT, {"tenant": tenant_id, "test": test, "now": now,
+                                    "ids": [r["id"] for r in rows], "types": [r["event_type"] for r in rows],
+                                    "payloads": [json.dumps(r["payload"]) for r in rows]})
+    else:
+        session.execute(insert(OutboxEvent.__table__), rows)
+    if fan_out:
+        webhooks.fan_out(session, tenant_id, [(r["id"], r["event_type"], r["payload"]) for r in rows],
+                         now=now, test=test)
     return [r["id"] for r in rows]
 
 
