@@ -1,14 +1,19 @@
 """The condition language of playbooks (decisions §5): one tree, one validator, two back
 ends that must agree on every case.
 
-- `evaluate(tree, facts)` runs in memory on one user (per-event decisions);
+- in memory, on one user (per-event decisions): `compile_tree(tree)` turns the tree into
+  one function of `Facts`, built once per playbook (the engine keeps it with the
+  playbook); `evaluate(tree, facts)` walks the tree instead, for one-off checks;
 - `to_sql(tree, now, dialect)` compiles to a SQLAlchemy expression over the customers
-  table (preview counts, sweeps), on SQLite and PostgreSQL alike.
+  table (preview counts, sweeps), on SQLite and PostgreSQL alike: event clauses become
+  EXISTS / NOT EXISTS semi-joins (grouped with HAVING when a count above one matters),
+  and comparisons stay plain enough for the customers' indexes.
 
 Semantics: `{}` matches every user; empty `all` is true, empty `any` false; a
 comparison with a missing value is false (so `neq` and `nin` too: use `exists`);
 numbers compare as numbers, also in traits, and a number never equals a string;
-`contains` is a case-sensitive substring on strings and membership on arrays.
+`contains` is a case-sensitive substring on strings and membership on arrays;
+`days_since_*` compares the time elapsed with that many days, to the microsecond.
 docs/conditions.md is the reference.
 """
 
@@ -16,11 +21,12 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from sqlalchemy import Float, Text, and_, case, cast, false, func, literal, not_, or_, select, true
+from sqlalchemy import Float, Text, and_, case, cast, exists, false, func, literal, not_, or_, select, true
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import ColumnElement
 
@@ -148,7 +154,55 @@ def fields_of(tree: dict | None) -> dict:
     return {k: v for k, v in (tree or {}).items() if k != "trigger"}
 
 
-# -- in memory ---------------------------------------------------------------------------
+# -- shared by both back ends ------------------------------------------------------------
+
+AT_LEAST_ONE = {"op": "gte", "value": 1}
+COMPARE = {"eq": operator.eq, "neq": operator.ne, "lt": operator.lt, "lte": operator.le,
+           "gt": operator.gt, "gte": operator.ge}
+NEGATED = {"eq": "neq", "neq": "eq", "lt": "gte", "lte": "gt", "gt": "lte", "gte": "lt"}
+MIRRORED = {"eq": "eq", "neq": "neq", "lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte"}
+
+
+def span(days) -> timedelta | None:
+    """`days` as a duration; None when no two datetimes are that far apart."""
+    try:
+        return timedelta(days=days)
+    except OverflowError:
+        return None
+
+
+def elapsed_is(op: str, elapsed: timedelta, days) -> bool:
+    """`elapsed op days`, exact to the microsecond; beyond any datetime the sign decides."""
+    duration = span(days)
+    return COMPARE[op](0, days) if duration is None else COMPARE[op](elapsed, duration)
+
+
+def cheap_first(children: list) -> list:
+    """The same children, comparisons on the user before event counts and nesting (the
+    result does not depend on the order; the work does)."""
+    return sorted(children, key=_cost)
+
+
+def _cost(node) -> int:
+    """0 for a column, 1 for a trait, 2 for an event count: the dearest leaf below."""
+    node = fields_of(node)
+    if "field" in node:
+        return 1 if node["field"].startswith("traits.") else 0
+    if "event" in node:
+        return 2
+    children = node.get("all") or node.get("any") or ([node["not"]] if "not" in node else [])
+    return max(map(_cost, children), default=0)
+
+
+def _kind(value) -> str | None:
+    if _number(value):
+        return "number"
+    if isinstance(value, str):
+        return "text"
+    return None
+
+
+# -- in memory: the tree walked ----------------------------------------------------------
 
 @dataclass
 class Facts:
@@ -160,6 +214,10 @@ class Facts:
     created_at: datetime | None
     now: datetime
     event_count: Callable[[str, float | None], int]   # (name, within_days) -> count
+
+    def __post_init__(self):
+        if not isinstance(self.traits, dict):
+            self.traits = {}
 
 
 def evaluate(tree: dict | None, facts: Facts) -> bool:
@@ -173,32 +231,34 @@ def evaluate(tree: dict | None, facts: Facts) -> bool:
     if "not" in node:
         return not evaluate(node["not"], facts)
     if "event" in node:
-        count = node.get("count", {"op": "gte", "value": 1})
-        return _compare(count["op"], facts.event_count(node["event"], node.get("within_days")), count["value"])
+        count = node.get("count", AT_LEAST_ONE)
+        return COMPARE[count["op"]](facts.event_count(node["event"], node.get("within_days")), count["value"])
+    if node["field"] in DERIVED_FIELDS:
+        return _compare_elapsed(node["op"], _elapsed(node["field"], facts), node["value"])
     return _compare(node["op"], _value(node["field"], facts), node["value"])
 
 
 def _value(field: str, facts: Facts):
     if field.startswith("traits."):
-        return facts.traits.get(field[7:], MISSING) if isinstance(facts.traits, dict) else MISSING
-    if field == "days_since_last_activity":
-        return _days(facts.now, facts.last_activity_at)
-    if field == "days_since_signup":
-        return _days(facts.now, facts.created_at)
+        return facts.traits.get(field[7:], MISSING)
     value = facts.values.get(field)
     return MISSING if value is None else value
 
 
-def _days(now: datetime, then: datetime | None):
-    return MISSING if then is None else (now - then).total_seconds() / 86400
+def _elapsed(field: str, facts: Facts):
+    then = facts.last_activity_at if field == "days_since_last_activity" else facts.created_at
+    return MISSING if then is None else facts.now - then
 
 
-def _kind(value) -> str | None:
-    if _number(value):
-        return "number"
-    if isinstance(value, str):
-        return "text"
-    return None
+def _compare_elapsed(op: str, elapsed, expected) -> bool:
+    if elapsed is MISSING:
+        return op == "exists" and expected is False
+    if op == "exists":
+        return expected is True
+    if op in ("in", "nin"):
+        hit = any(_number(v) and elapsed_is("eq", elapsed, v) for v in expected)
+        return hit if op == "in" else not hit
+    return op != "contains" and _number(expected) and elapsed_is(op, elapsed, expected)
 
 
 def _compare(op: str, actual, expected) -> bool:
@@ -217,16 +277,169 @@ def _compare(op: str, actual, expected) -> bool:
         return hit if op == "in" else (_kind(actual) is not None and not hit)
     if _kind(actual) is None or _kind(actual) != _kind(expected):
         return False
-    return {"eq": actual == expected, "neq": actual != expected, "lt": actual < expected,
-            "lte": actual <= expected, "gt": actual > expected, "gte": actual >= expected}[op]
+    return COMPARE[op](actual, expected)
+
+
+# -- in memory: the tree compiled --------------------------------------------------------
+#
+# Each node becomes a closure with its operator, value and kind checks resolved once, so a
+# decision over many playbooks does no tree walking, validation or dispatch per user.
+# Column fields hold values of their declared kind (text or number), as loaded from the
+# database; traits are checked per value, as in `_compare`.
+
+Test = Callable[[Facts], bool]
+
+
+def compile_tree(tree: dict | None) -> Test:
+    """The tree (already validated) as one function of a user's Facts."""
+    return _compiled(fields_of(tree))
+
+
+def _always(facts: Facts) -> bool:
+    return True
+
+
+def _never(facts: Facts) -> bool:
+    return False
+
+
+def _compiled(node: dict) -> Test:
+    if not node:
+        return _always
+    if "all" in node:
+        return _all_of(tuple(_compiled(fields_of(c)) for c in cheap_first(node["all"])))
+    if "any" in node:
+        return _any_of(tuple(_compiled(fields_of(c)) for c in cheap_first(node["any"])))
+    if "not" in node:
+        child = _compiled(fields_of(node["not"]))
+        return lambda facts: not child(facts)
+    if "event" in node:
+        return _event_test(node)
+    field, op, value = node["field"], node["op"], node["value"]
+    if field.startswith("traits."):
+        return _trait_test(field[7:], op, value)
+    if field in DERIVED_FIELDS:
+        return _elapsed_test(field, op, value)
+    return _column_test(field, COLUMN_FIELDS[field], op, value)
+
+
+def _all_of(tests: tuple[Test, ...]) -> Test:
+    if len(tests) == 1:
+        return tests[0]
+
+    def all_of(facts: Facts) -> bool:
+        for test in tests:
+            if not test(facts):
+                return False
+        return True
+    return all_of
+
+
+def _any_of(tests: tuple[Test, ...]) -> Test:
+    if len(tests) == 1:
+        return tests[0]
+
+    def any_of(facts: Facts) -> bool:
+        for test in tests:
+            if test(facts):
+                return True
+        return False
+    return any_of
+
+
+def _event_test(node: dict) -> Test:
+    name, within = node["event"], node.get("within_days")
+    count = node.get("count", AT_LEAST_ONE)
+    compare, wanted = COMPARE[count["op"]], count["value"]
+    return lambda facts: compare(facts.event_count(name, within), wanted)
+
+
+def _column_test(name: str, kind: str, op: str, value) -> Test:
+    if op == "exists":
+        if value:
+            return lambda facts: facts.values.get(name) is not None
+        return lambda facts: facts.values.get(name) is None
+    if op == "contains":
+        if kind != "text" or not isinstance(value, str):
+            return _never
+        return lambda facts: (v := facts.values.get(name)) is not None and value in v
+    if op in ("in", "nin"):
+        same = frozenset(v for v in value if _kind(v) == kind)
+        if op == "in":
+            return (lambda facts: facts.values.get(name) in same) if same else _never
+        return lambda facts: (v := facts.values.get(name)) is not None and v not in same
+    if _kind(value) != kind:
+        return _never
+    compare = COMPARE[op]
+    return lambda facts: (v := facts.values.get(name)) is not None and compare(v, value)
+
+
+def _elapsed_test(field: str, op: str, value) -> Test:
+    attribute = "last_activity_at" if field == "days_since_last_activity" else "created_at"
+    then = operator.attrgetter(attribute)
+    if op == "exists":
+        if value:
+            return lambda facts: then(facts) is not None
+        return lambda facts: then(facts) is None
+    if op in ("in", "nin"):
+        spans = frozenset(d for d in (span(v) for v in value if _number(v)) if d is not None)
+        hit = (lambda facts: (t := then(facts)) is not None and facts.now - t in spans)
+        if op == "in":
+            return hit
+        return lambda facts: then(facts) is not None and not hit(facts)
+    if op == "contains" or not _number(value):
+        return _never
+    duration = span(value)
+    if duration is None:
+        result = COMPARE[op](0, value)
+        return (lambda facts: then(facts) is not None) if result else _never
+    compare = COMPARE[op]
+    return lambda facts: (t := then(facts)) is not None and compare(facts.now - t, duration)
+
+
+def _finite_number(value) -> bool:
+    kind = type(value)
+    return kind is int or (kind is float and -math.inf < value < math.inf)
+
+
+def _trait_test(key: str, op: str, value) -> Test:
+    if op == "exists":
+        if value:
+            return lambda facts: facts.traits.get(key) is not None
+        return lambda facts: facts.traits.get(key) is None
+    if op == "contains":
+        if isinstance(value, str):
+            return lambda facts: type(t := facts.traits.get(key)) in (str, list) and value in t
+        return lambda facts: type(t := facts.traits.get(key)) is list and any(
+            _finite_number(item) and item == value for item in t)
+    if op in ("in", "nin"):
+        texts = frozenset(v for v in value if isinstance(v, str))
+        numbers = frozenset(v for v in value if _number(v))
+        inside = op == "in"
+
+        def member(facts: Facts) -> bool:
+            t = facts.traits.get(key)
+            if type(t) is str:
+                return (t in texts) is inside
+            return _finite_number(t) and (t in numbers) is inside
+        return member
+    compare = COMPARE[op]
+    if isinstance(value, str):
+        return lambda facts: type(t := facts.traits.get(key)) is str and compare(t, value)
+    return lambda facts: _finite_number(t := facts.traits.get(key)) and compare(t, value)
 
 
 # -- SQL ---------------------------------------------------------------------------------
+#
+# Each node compiles to (expression, may_be_null). A comparison on a missing value is NULL
+# in SQL, which a WHERE clause treats as false, as memory does; only under `not` must it
+# become false first (COALESCE), so comparisons elsewhere stay plain for the indexes.
 
 def to_sql(tree: dict | None, *, now: datetime, dialect: str) -> ColumnElement[bool]:
-    """A boolean expression over `customers` (rows of one tenant are selected by the
-    caller's tenant-scoped session)."""
-    return _Sql(now, dialect).node(fields_of(tree))
+    """A WHERE criterion over `customers` (rows of one tenant are selected by the caller's
+    tenant-scoped session). It may be NULL where it means false: use it as a criterion,
+    and negate inside the tree (`not`), never around it."""
+    return _Sql(now, dialect).node(fields_of(tree))[0]
 
 
 class _Sql:
@@ -234,116 +447,172 @@ class _Sql:
         self.now = now
         self.pg = dialect == "postgresql"
 
-    def node(self, node: dict) -> ColumnElement[bool]:
+    def node(self, node: dict) -> tuple[ColumnElement[bool], bool]:
         if not node:
-            return true()
-        if "all" in node:
-            return and_(true(), *[self.node(c) for c in node["all"]])
-        if "any" in node:
-            return or_(false(), *[self.node(c) for c in node["any"]])
+            return true(), False
+        if "all" in node or "any" in node:
+            key = "all" if "all" in node else "any"
+            parts = [self.node(fields_of(c)) for c in cheap_first(node[key])]
+            join, empty = (and_, true()) if key == "all" else (or_, false())
+            return join(empty, *[e for e, _ in parts]), any(nullable for _, nullable in parts)
         if "not" in node:
-            return not_(self.node(node["not"]))
+            expr, nullable = self.node(fields_of(node["not"]))
+            return not_(func.coalesce(expr, false()) if nullable else expr), False
         if "event" in node:
-            return self.event(node)
-        # two-valued on purpose: a NULL here would make `not` disagree with memory
-        return func.coalesce(self.field(node), false())
+            return self.event(node), False
+        field, op, value = node["field"], node["op"], node["value"]
+        if field.startswith("traits."):
+            return self.trait(field[7:], op, value)
+        if field in DERIVED_FIELDS:
+            return self.elapsed(field, op, value)
+        return self.column(field, op, value)
 
-    # event clauses: a correlated count over the user's events by exact name
+    # event clauses: users with (EXISTS) or without (NOT EXISTS) enough matching events
     def event(self, node: dict) -> ColumnElement[bool]:
-        count = node.get("count", {"op": "gte", "value": 1})
-        query = select(func.count()).select_from(Event).where(
-            Event.tenant_id == Customer.tenant_id, Event.user_id == Customer.id, Event.event == node["event"])
+        count = node.get("count", AT_LEAST_ONE)
+        op, wanted = count["op"], count["value"]
+        matching = [Event.event == node["event"]]
         if node.get("within_days") is not None:
-            query = query.where(Event.timestamp >= self.now - timedelta(days=node["within_days"]))
-        return _ordered(count["op"], query.scalar_subquery(), literal(count["value"]))
+            matching.append(Event.timestamp >= self.now - timedelta(days=node["within_days"]))
+        if COMPARE[op](0, wanted):   # users without events match: exclude those with too many
+            return not_(self.users_counting(NEGATED[op], wanted, matching))
+        return self.users_counting(op, wanted, matching)
 
-    def field(self, node: dict) -> ColumnElement[bool]:
-        name, op, value = node["field"], node["op"], node["value"]
-        if name.startswith("traits."):
-            return self.trait(name[7:], op, value)
-        if name in DERIVED_FIELDS:
-            column = Customer.last_activity_at if name == "days_since_last_activity" else Customer.created_at
-            return self.typed(op, value, self.days_since(column), "number", column.isnot(None))
-        column = getattr(Customer, name)
-        return self.typed(op, value, column, COLUMN_FIELDS[name], column.isnot(None))
+    def users_counting(self, op: str, wanted, matching: list) -> ColumnElement[bool]:
+        """The user has matching events whose count satisfies `op wanted` (which zero does not)."""
+        if op in ("gte", "gt", "neq") and COMPARE[op](1, wanted):   # one event is enough
+            return exists().where(Event.tenant_id == Customer.tenant_id, Event.user_id == Customer.id, *matching)
+        counted = (select(Event.tenant_id, Event.user_id).where(*matching)
+                   .group_by(Event.tenant_id, Event.user_id)
+                   .having(COMPARE[op](func.count(), literal(wanted))).subquery())
+        return exists().where(counted.c.tenant_id == Customer.tenant_id, counted.c.user_id == Customer.id)
 
-    def days_since(self, column):
-        if self.pg:
-            return func.extract("epoch", literal(self.now) - column) / 86400.0
-        now = self.now.replace(tzinfo=None).isoformat(sep=" ")
-        return (func.julianday(now) - func.julianday(column)) * 1.0
-
-    def typed(self, op, value, expr, kind, present) -> ColumnElement[bool]:
-        """A comparison on a column of a known kind (text or number)."""
+    def column(self, name: str, op: str, value) -> tuple[ColumnElement[bool], bool]:
+        column, kind = getattr(Customer, name), COLUMN_FIELDS[name]
+        nullable = Customer.__table__.c[name].nullable
         if op == "exists":
-            return present if value else not_(present)
+            return (column.isnot(None) if value else column.is_(None)), False
         if op == "contains":
             if kind != "text" or not isinstance(value, str):
-                return false()
-            return and_(present, self.substring(expr, value))
+                return false(), False
+            return self.substring(column, value), nullable
         if op in ("in", "nin"):
-            same = [v for v in value if _kind(v) == kind]
-            if op == "in":
-                return and_(present, expr.in_(same)) if same else false()
-            return and_(present, not_(expr.in_(same))) if same else present
+            same = [literal(v) for v in value if _kind(v) == kind]   # each bound as its own type
+            if not same:
+                return (false(), False) if op == "in" else (column.isnot(None), False)
+            return (column.in_(same) if op == "in" else column.not_in(same)), nullable
         if _kind(value) != kind:
-            return false()
-        if kind == "text":
-            return and_(present, _ordered(op, self.binary(expr), self.binary(literal(value))))
-        return and_(present, _ordered(op, expr, literal(value)))
+            return false(), False
+        if kind == "text" and op in ORDER_OPS:
+            return COMPARE[op](self.binary(column), self.binary(literal(value))), nullable
+        return COMPARE[op](column, literal(value)), nullable
+
+    # days since: the timestamp against now minus that many days, so its index serves
+    def elapsed(self, field: str, op: str, value) -> tuple[ColumnElement[bool], bool]:
+        name = "last_activity_at" if field == "days_since_last_activity" else "created_at"
+        column, nullable = getattr(Customer, name), Customer.__table__.c[name].nullable
+        present = column.isnot(None)
+        if op == "exists":
+            return (present if value else column.is_(None)), False
+        if op in ("in", "nin"):
+            cutoffs = [c for c in (self.cutoff(v) for v in value if _number(v)) if c is not None]
+            if not cutoffs:
+                return (false(), False) if op == "in" else (present, False)
+            return (column.in_(cutoffs) if op == "in" else column.not_in(cutoffs)), nullable
+        if op == "contains" or not _number(value):
+            return false(), False
+        cutoff = self.cutoff(value)
+        if cutoff is None:   # every datetime is on the same side of it
+            return (present if COMPARE[op](0, value) else false()), False
+        return COMPARE[MIRRORED[op]](column, cutoff), nullable
+
+    def cutoff(self, days) -> datetime | None:
+        duration = span(days)
+        try:
+            return None if duration is None else self.now - duration
+        except OverflowError:
+            return None
 
     def binary(self, expr):
-        """Order text by code point on both databases, as Python does."""
+        """Order text by code point on both databases, as Python does (equality needs no
+        collation, so it keeps the column's indexes)."""
         return expr.collate("C") if self.pg else expr
 
     def substring(self, expr, value: str):
         return func.strpos(expr, value) > 0 if self.pg else func.instr(expr, value) > 0
 
-    # traits: JSON values whose type is only known per row
-    def trait(self, key: str, op: str, value) -> ColumnElement[bool]:
-        kind, text, number = self.trait_parts(key)
-        present = kind.isnot(None) & (kind != "null")
+    # traits: JSON values whose type is only known per row; each JSON type test is one
+    # CASE over the value's type, read once
+    def trait(self, key: str, op: str, value) -> tuple[ColumnElement[bool], bool]:
+        text, number, of_type = self.trait_parts(key)
         if op == "exists":
-            return present if value else not_(present)
+            return (text.isnot(None) if value else text.is_(None)), False
         if op == "contains":
-            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                return false()
-            on_text = and_(kind == "string", self.substring(text, value)) if isinstance(value, str) else false()
-            return or_(on_text, and_(kind == "array", self.array_has(key, value)))
+            branches = {"array": self.array_has(key, value)}
+            if isinstance(value, str):
+                branches["string"] = self.substring(text, value)
+            return of_type(branches), False
         if op in ("in", "nin"):
             texts = [v for v in value if isinstance(v, str)]
             numbers = [float(v) for v in value if _number(v)]   # one bind type for every member
-            hit = or_(and_(kind == "string", text.in_(texts)) if texts else false(),
-                      and_(kind == "number", number.in_(numbers)) if numbers else false())
-            return hit if op == "in" else and_(kind.in_(("string", "number")), not_(hit))
+            if op == "in" and not numbers and all(map(_only_a_string, texts)):
+                return (text.in_(texts), True) if texts else (false(), False)
+            branches = {}
+            if texts or op == "nin":
+                branches["string"] = self.member(op, text, texts)
+            if numbers or op == "nin":
+                branches["number"] = self.member(op, number, numbers)
+            return of_type(branches), False
         if isinstance(value, str):
-            return and_(kind == "string", _ordered(op, self.binary(text), self.binary(literal(value))))
-        return and_(kind == "number", _ordered(op, number, literal(float(value))))
+            if op == "eq" and _only_a_string(value):
+                return text == value, True
+            order = op in ORDER_OPS
+            left, right = (self.binary(text), self.binary(literal(value))) if order else (text, literal(value))
+            return of_type({"string": COMPARE[op](left, right)}), False
+        return of_type({"number": COMPARE[op](number, literal(float(value)))}), False
+
+    @staticmethod
+    def member(op: str, expr, values: list):
+        if not values:
+            return false() if op == "in" else true()
+        return expr.in_(values) if op == "in" else expr.not_in(values)
 
     def trait_parts(self, key: str):
-        """(json type, text value, numeric value) of traits.<key>, with the type named
-        the same on both databases: string, number, boolean, array, object, null."""
-        path = "$." + '"' + key.replace('"', '\\"') + '"'
+        """(text value, numeric value, of_type) of traits.<key>; of_type({json type:
+        expression}) is true when the value has one of those types (string, number, array)
+        and that type's expression holds."""
         if self.pg:
-            j = Customer.traits.op("->")(key)
             text = Customer.traits.op("->>", return_type=Text)(key)
-            return func.json_typeof(j), text, case((func.json_typeof(j) == "number", cast(text, Float)))
-        t = func.json_type(Customer.traits, path)
-        kind = case((t.in_(("integer", "real")), "number"), (t == "text", "string"),
-                    (t.in_(("true", "false")), "boolean"), else_=t)
-        return kind, func.json_extract(Customer.traits, path), func.json_extract(Customer.traits, path) * 1.0
+            type_of, names = func.json_typeof(Customer.traits.op("->")(key)), {}
+            number = cast(text, Float)
+        else:
+            path = _sqlite_path(key)
+            text = func.json_extract(Customer.traits, path)
+            type_of, number = func.json_type(Customer.traits, path), text * 1.0
+            names = {"string": ("text",), "number": ("integer", "real")}
+
+        def of_type(branches: dict):
+            whens = {name: expr for kind, expr in branches.items() for name in names.get(kind, (kind,))}
+            return case(whens, value=type_of, else_=false())
+        return text, number, of_type
 
     def array_has(self, key: str, value) -> ColumnElement[bool]:
-        if self.pg:  # jsonb equality: strings exactly, numbers as numbers, never across types
-            elem = func.json_array_elements(Customer.traits.op("->")(key)).table_valued("value").alias()
-            wanted = cast(literal(json.dumps(value)), JSONB)
-            return select(1).select_from(elem).where(cast(elem.c.value, JSONB) == wanted).exists()
-        path = "$." + '"' + key.replace('"', '\\"') + '"'
-        each = func.json_each(Customer.traits, path).table_valued("value", "type").alias()
+        if self.pg:  # jsonb containment: strings exactly, numbers as numbers, never across types
+            return cast(Customer.traits.op("->")(key), JSONB).op("@>")(cast(literal(json.dumps([value])), JSONB))
+        each = func.json_each(Customer.traits, _sqlite_path(key)).table_valued("value", "type").alias()
         wanted = ("text",) if isinstance(value, str) else ("integer", "real")
         return select(1).select_from(each).where(each.c.type.in_(wanted), each.c.value == value).exists()
 
 
-def _ordered(op: str, left, right) -> ColumnElement[bool]:
-    return {"eq": left == right, "neq": left != right, "lt": left < right, "lte": left <= right,
-            "gt": left > right, "gte": left >= right}[op]
+def _sqlite_path(key: str) -> str:
+    return "$." + '"' + key.replace('"', '\\"') + '"'
+
+
+def _only_a_string(value: str) -> bool:
+    """True when no JSON value but a string reads as this text (`->>` renders numbers,
+    booleans, arrays and objects as their JSON text), so equality needs no type test."""
+    try:
+        json.loads(value)
+    except ValueError:
+        return True
+    return False

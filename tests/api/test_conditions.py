@@ -23,14 +23,15 @@ USERS = [
     dict(id="bob", name=None, email=None, company="Bobcorp", locale="en", team_size=None,
          lifecycle_stage="onboarding", risk_level="medium", health=42, activation_score=50, engagement_score=30,
          traits={"plan": "free", "seats": "5", "tags": ["alpha"]},
-         idle=5, age=6, events={"created_project": [5]}),
+         idle=5, age=6, events={"created_project": [5], "exported": [14]}),
     dict(id="cy", name="Cy", email="cy@example.com", company=None, locale=None, team_size=3,
          lifecycle_stage="at_risk", risk_level="critical", health=12, activation_score=0, engagement_score=2,
-         traits={}, idle=None, age=40, events={}),
+         traits={"matrix": [["beta"], [5]]}, idle=None, age=40, events={}),
     dict(id="dee", name="Dee", email="dee@Analytical.io", company="analytical", locale="de", team_size=5,
          lifecycle_stage="churned", risk_level="critical", health=0, activation_score=100, engagement_score=0,
          traits={"plan": "pro", "seats": 40, "nested": {"a": 1}, "tags": "beta-tester"},
-         idle=45, age=300, events={"invited_teammate": [60], "Invited_Teammate": [44]}),
+         idle=45, age=300, events={"invited_teammate": [60], "Invited_Teammate": [44],
+                                   "exported": [timedelta(days=14, microseconds=1), 1, 2]}),
 ]
 
 CASES = [
@@ -86,6 +87,49 @@ CASES = [
         {"not": {"field": "risk_level", "op": "eq", "value": "critical"}},
         {"any": [{"field": "locale", "op": "eq", "value": "en"}, {"field": "team_size", "op": "gte", "value": 5}]},
     ]}, {"bob"}),
+    # event clauses compile to EXISTS / NOT EXISTS (grouped when a count above one matters)
+    ({"event": "exported", "within_days": 14}, {"bob", "dee"}),               # at the cut-off: counted
+    ({"event": "exported", "count": {"op": "gte", "value": 3}, "within_days": 14}, set()),
+    ({"event": "exported", "count": {"op": "gte", "value": 3}}, {"dee"}),
+    ({"event": "exported", "count": {"op": "eq", "value": 2}, "within_days": 14}, {"dee"}),
+    ({"event": "exported", "count": {"op": "lt", "value": 2}, "within_days": 14}, {"ada", "bob", "cy"}),
+    ({"event": "exported", "count": {"op": "lte", "value": 0}}, {"ada", "cy"}),   # cy has no events at all
+    ({"event": "exported", "count": {"op": "neq", "value": 1}}, {"ada", "cy", "dee"}),
+    ({"event": "exported", "count": {"op": "neq", "value": 0}}, {"bob", "dee"}),
+    ({"event": "exported", "count": {"op": "gt", "value": 0.5}}, {"bob", "dee"}),
+    ({"event": "exported", "count": {"op": "gte", "value": 0}}, {"ada", "bob", "cy", "dee"}),
+    ({"event": "exported", "count": {"op": "lt", "value": 0}}, set()),
+    ({"event": "exported", "count": {"op": "eq", "value": 1.5}}, set()),
+    ({"event": "exported", "count": {"op": "neq", "value": 1.5}}, {"ada", "bob", "cy", "dee"}),
+    ({"event": "exported", "count": {"op": "lte", "value": 1.5}}, {"ada", "bob", "cy"}),
+    ({"not": {"event": "exported", "within_days": 14}}, {"ada", "cy"}),
+    ({"any": [{"field": "risk_level", "op": "eq", "value": "critical"},
+              {"not": {"event": "created_project"}}]}, {"cy", "dee"}),
+    ({"any": [{"field": "risk_level", "op": "eq", "value": "low"},
+              {"event": "exported", "count": {"op": "gte", "value": 2}}]}, {"ada", "dee"}),
+    # days since: elapsed time against that many days, exact at the boundary
+    ({"field": "days_since_last_activity", "op": "gte", "value": 5}, {"bob", "dee"}),
+    ({"field": "days_since_last_activity", "op": "gt", "value": 5}, {"dee"}),
+    ({"field": "days_since_last_activity", "op": "eq", "value": 5}, {"bob"}),
+    ({"field": "days_since_last_activity", "op": "in", "value": [5, 45, "5"]}, {"bob", "dee"}),
+    ({"field": "days_since_last_activity", "op": "nin", "value": [5]}, {"ada", "dee"}),
+    ({"not": {"field": "days_since_last_activity", "op": "lt", "value": 3}}, {"bob", "cy", "dee"}),
+    ({"field": "days_since_last_activity", "op": "lt", "value": 1e12}, {"ada", "bob", "dee"}),
+    ({"field": "days_since_signup", "op": "lt", "value": 1e6}, {"ada", "bob", "cy", "dee"}),
+    ({"field": "days_since_signup", "op": "gte", "value": 1e12}, set()),
+    ({"field": "days_since_signup", "op": "gt", "value": -1e12}, {"ada", "bob", "cy", "dee"}),
+    ({"field": "days_since_signup", "op": "lte", "value": -5e6}, set()),
+    # plain comparisons, and their negation where the value is missing
+    ({"field": "team_size", "op": "in", "value": [12.5, 3]}, {"cy"}),            # 12.5 is not 12
+    ({"not": {"field": "locale", "op": "nin", "value": ["de"]}}, {"ada", "cy", "dee"}),
+    ({"not": {"field": "traits.plan", "op": "in", "value": ["pro"]}}, {"bob", "cy"}),
+    ({"field": "traits.seats", "op": "in", "value": ["5"]}, {"bob"}),
+    ({"field": "traits.flag", "op": "eq", "value": "true"}, set()),                 # a boolean is not text
+    ({"field": "traits.nested", "op": "eq", "value": '{"a": 1}'}, set()),          # an object is not text
+    ({"field": "traits.matrix", "op": "contains", "value": "beta"}, set()),         # members, not nested
+    ({"field": "traits.matrix", "op": "contains", "value": 5}, set()),
+    ({"field": "traits.tags", "op": "in", "value": []}, set()),
+    ({"field": "traits.tags", "op": "nin", "value": []}, {"dee"}),
 ]
 
 
@@ -101,9 +145,10 @@ def _seed(session, tenant_id, users):
             last_activity_at=None if u["idle"] is None else NOW - timedelta(days=u["idle"]),
             created_at=NOW - timedelta(days=u["age"]), updated_at=NOW))
         for name, ages in u["events"].items():
-            for days in ages:
+            for age in ages:
+                age = age if isinstance(age, timedelta) else timedelta(days=age)
                 session.add(Event(tenant_id=tenant_id, user_id=u["id"], event=name, properties={},
-                                  timestamp=NOW - timedelta(days=days), received_at=NOW))
+                                  timestamp=NOW - age, received_at=NOW))
     session.flush()
 
 
@@ -112,9 +157,11 @@ def _in_sql(session, tree) -> set[str]:
     return set(session.scalars(select(Customer.id).where(expr)))
 
 
-def _in_memory(session, tree) -> set[str]:
+def _in_memory(session, tree) -> tuple[set[str], set[str]]:
+    """The users the tree matches in memory: walked (evaluate) and compiled (compile_tree)."""
     events = list(session.scalars(select(Event)))
-    matched = set()
+    test = cond.compile_tree(tree)
+    walked, compiled = set(), set()
     for c in session.scalars(select(Customer)):
         def count(name, within, user=c.id):
             since = None if within is None else NOW - timedelta(days=within)
@@ -125,8 +172,10 @@ def _in_memory(session, tree) -> set[str]:
                            last_activity_at=c.last_activity_at, created_at=c.created_at, now=NOW,
                            event_count=count)
         if cond.evaluate(tree, facts):
-            matched.add(c.id)
-    return matched
+            walked.add(c.id)
+        if test(facts):
+            compiled.add(c.id)
+    return walked, compiled
 
 
 @pytest.fixture
@@ -141,7 +190,7 @@ def test_both_back_ends_pass_the_shared_cases(rt, seeded, tree, expected):
     cond.validate(tree)
     with rt.session(seeded.id) as s:
         assert _in_sql(s, tree) == expected
-        assert _in_memory(s, tree) == expected
+        assert _in_memory(s, tree) == (expected, expected)
 
 
 @pytest.mark.parametrize("tree, path", [
@@ -178,7 +227,7 @@ users = st.lists(st.fixed_dictionaries({
     "health": st.integers(0, 100), "lifecycle_stage": st.sampled_from(["new", "engaged", "churned"]),
     "risk_level": st.sampled_from(["low", "high"]),
     "traits": st.dictionaries(names, trait_values, max_size=3),
-    "idle": st.none() | st.integers(0, 40), "age": st.integers(41, 60),
+    "idle": st.none() | st.integers(0, 40), "idle_part": st.sampled_from([0, 0.25]), "age": st.integers(41, 60),
     "events": st.dictionaries(names, st.lists(st.integers(0, 30), max_size=3), max_size=2),
 }), min_size=1, max_size=6)
 
@@ -190,8 +239,10 @@ leaf_field = st.sampled_from(["name", "locale", "team_size", "health", "lifecycl
 def leaves(draw):
     if draw(st.booleans()):
         op = draw(st.sampled_from(["eq", "neq", "lt", "lte", "gt", "gte"]))
-        return {"event": draw(names), "count": {"op": op, "value": draw(st.integers(0, 3))},
-                **({"within_days": draw(st.integers(1, 30)) + 0.5} if draw(st.booleans()) else {})}
+        # whole-day windows put events exactly at the cut-off
+        window = st.integers(1, 30) | st.integers(1, 30).map(lambda d: d + 0.5)
+        return {"event": draw(names), "count": {"op": op, "value": draw(st.integers(0, 3) | st.just(1.5))},
+                **({"within_days": draw(window)} if draw(st.booleans()) else {})}
     op = draw(st.sampled_from(cond.OPS))
     if op == "exists":
         value = draw(st.booleans())
@@ -213,8 +264,9 @@ trees = st.recursive(leaves(), lambda kids: st.one_of(
 def test_sql_and_memory_agree_on_random_trees_and_users(rt, tenant, population, tree):
     cond.validate(tree)
     people = [dict(u, id=f"u{i}", email=None, company=None, activation_score=0, engagement_score=0,
-                   idle=None if u["idle"] is None else u["idle"] + 0.25)
+                   idle=None if u["idle"] is None else u["idle"] + u["idle_part"])
               for i, u in enumerate(population)]
     with rt.session(tenant.id, commit=False) as s:
         _seed(s, tenant.id, people)
-        assert _in_sql(s, tree) == _in_memory(s, tree)
+        walked, compiled = _in_memory(s, tree)
+        assert _in_sql(s, tree) == walked == compiled
