@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from cs_daemon.team import service
+from cs_daemon.team import mail, service
 from cs_daemon.team.models import ROLES
 from cs_daemon.tenants import service as tenants
 
@@ -42,7 +42,7 @@ def invite(
     tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
-    """Invite someone; prints the invitation token (valid 7 days) to hand over or email."""
+    """Invite someone; prints the invitation token (valid 7 days) and emails it when SMTP_URL is set."""
     if role not in ROLES:
         raise typer.BadParameter(f"must be one of {', '.join(ROLES)}", param_hint="--role")
     if "@" not in email:
@@ -51,9 +51,12 @@ def invite(
     with rt.session(tenant) as s:
         tenants.get(s, tenant, now=rt.now())
         invited = service.invite(s, tenant, email=email, role=role, invited_by="cli", now=rt.now())
+        emailed = mail.queue(s, invited.invitation, invited.token, settings=rt.settings, now=rt.now()) is not None
         result = {"id": invited.invitation.id, "email": invited.invitation.email, "role": role,
-                  "token": invited.token, "expires_at": invited.invitation.expires_at}
+                  "token": invited.token, "expires_at": invited.invitation.expires_at, "emailed": emailed}
     if json_:
         print_json(result)
     else:
-        success(f"invited {result['email']} as {role}; token {result['token']} (accept with POST /api/team/accept)")
+        how = "the invitation email is queued" if emailed else "SMTP_URL is not set, so no email is sent"
+        success(f"invited {result['email']} as {role}; token {result['token']} (accept with POST /api/team/accept); "
+                f"{how}")

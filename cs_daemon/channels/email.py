@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parseaddr
+from typing import Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from sqlalchemy.orm import Session
@@ -180,6 +181,8 @@ def transport(claimed, secret, rt, now) -> Outcome:
         return Outcome(None, None, "SMTP_URL is not set: the email channel cannot send", 0.0)
     to = claimed.url.split(":", 1)[1]
     body = json.loads(claimed.body)
+    if claimed.kind in COMPOSERS:
+        return _send_composed(rt, claimed, to, body, secret, started)
     if _opted_out(rt, claimed.tenant_id, body.get("user_id")):
         return Outcome(None, None, "the user opted out of email", _ms(started), permanent=True)
     unsubscribe_url = optout.link(settings.cs_public_url, settings.secret_key, claimed.tenant_id,
@@ -190,6 +193,10 @@ def transport(claimed, secret, rt, now) -> Outcome:
                       intervention_id=body.get("intervention_id"))
     except ValueError as exc:       # e.g. an address no header can carry: no retry makes it valid
         return Outcome(None, None, f"the message cannot be composed: {exc}", _ms(started), permanent=True)
+    return _send(settings, msg, to, started)
+
+
+def _send(settings, msg: EmailMessage, to: str, started: float) -> Outcome:
     try:
         send_message(server_of(settings.smtp_url), msg, envelope_from=parseaddr(settings.mail_from)[1],
                      to=to, context=tls_context(settings), deadline_s=delivery.DEADLINE_SECONDS)
@@ -197,6 +204,26 @@ def transport(claimed, secret, rt, now) -> Outcome:
         code, error, permanent = refusal(exc, to)
         return Outcome(code, None, error, _ms(started), permanent=permanent)
     return Outcome(250, f"accepted by {urlsplit(settings.smtp_url).hostname} for {to}", None, _ms(started))
+
+
+class Unsendable(Exception):
+    """The mail must not leave any more (e.g. its invitation was revoked): a permanent failure."""
+
+
+# delivery kind -> compose(rt, claimed, body, to, secret) -> EmailMessage, for mail that is
+# not an intervention (the team invitation); `secret` is the delivery's decrypted secret
+Composer = Callable[..., EmailMessage]
+COMPOSERS: dict[str, Composer] = {}
+
+
+def _send_composed(rt, claimed, to: str, body: dict, secret: str, started: float) -> Outcome:
+    try:
+        msg = COMPOSERS[claimed.kind](rt, claimed, body, to, secret)
+    except Unsendable as exc:
+        return Outcome(None, None, str(exc), _ms(started), permanent=True)
+    except ValueError as exc:
+        return Outcome(None, None, f"the message cannot be composed: {exc}", _ms(started), permanent=True)
+    return _send(rt.settings, msg, to, started)
 
 
 def _opted_out(rt, tenant_id: str, user_id: str | None) -> bool:

@@ -11,7 +11,7 @@ from .scheduler import Periodic
 ACTOR_MODULES: list[str] = ["cs_daemon.customers.actors", "cs_daemon.delivery.actors",
                             "cs_daemon.decisions.actors", "cs_daemon.webhooks.service",
                             "cs_daemon.interventions.pipeline", "cs_daemon.channels.sink",
-                            "cs_daemon.external.service"]
+                            "cs_daemon.external.service", "cs_daemon.team.mail"]
 
 
 def load_actors() -> None:

@@ -68,8 +68,8 @@ class Accepted:
     key: auth.IssuedKey
 
 
-def accept(session: Session, token: str, *, now: datetime) -> Accepted:
-    """The token is the credential (no bearer key); it makes the member and a personal key."""
+def open_invitation(session: Session, token: str, *, now: datetime) -> Invitation:
+    """The pending invitation the token opens: 404 unknown or revoked, 409 accepted, 410 expired."""
     invitation = session.scalars(select(Invitation).where(Invitation.token_digest == _digest(token))).first()
     if invitation is None or invitation.status == "revoked":
         raise NotFound("invitation not found")
@@ -77,6 +77,12 @@ def accept(session: Session, token: str, *, now: datetime) -> Accepted:
         raise Conflict("this invitation was already accepted")
     if invitation.expires_at <= now:
         raise Gone("this invitation has expired")
+    return invitation
+
+
+def accept(session: Session, token: str, *, now: datetime) -> Accepted:
+    """The token is the credential (no bearer key); it makes the member and a personal key."""
+    invitation = open_invitation(session, token, now=now)
     invitation.status, invitation.accepted_at = "accepted", now
     member = Member(tenant_id=invitation.tenant_id, email=invitation.email, role=invitation.role, created_at=now)
     session.add(member)

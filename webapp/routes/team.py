@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from cs_daemon.team import service
+import html
+
+from flask import Response
+from pydantic import UUID4
+
+from cs_daemon.schemas import Wire
+from cs_daemon.team import mail, service
 from cs_daemon.team.schemas import (
     AcceptBody, AcceptResult, InvitationCreated, InvitationList, InvitationPublic, InvitationWithToken, InviteBody,
     MemberList, MemberPublic, MemberResponse, Removed, RevokedInvitation, RoleBody,
 )
+from cs_daemon.tenants.models import Tenant
 
 from ..api import Api, Call
 
@@ -35,7 +42,24 @@ def post_invite(call: Call):
     return InvitationCreated(invitation=InvitationWithToken(**public, token=invited.token))
 
 
-INVITE_HOOKS: list = []   # e.g. the invitation email, when SMTP is configured
+def _email_invitation(call: Call, invited) -> None:
+    mail.queue(call.session, invited.invitation, invited.token, settings=call.rt.settings, now=call.now,
+               test=call.caller.test)
+
+
+INVITE_HOOKS: list = [_email_invitation]   # the invitation email, when SMTP is configured
+
+
+class AcceptQuery(Wire):
+    token: UUID4
+
+
+@api.route("GET", "/api/team/accept", access="public", query=AcceptQuery, errors=(404, 409, 410),
+           summary="The invitation email's accept link: a page whose button makes the POST (a GET accepts nothing)")
+def get_accept(call: Call):
+    invitation = service.open_invitation(call.session, str(call.query.token), now=call.now)
+    team = call.session.get(Tenant, invitation.tenant_id).name
+    return Response(_accept_page(team, invitation.email, invitation.role), mimetype="text/html")
 
 
 @api.route("POST", "/api/team/accept", access="public", body=AcceptBody, response=AcceptResult, errors=(404, 409, 410),
@@ -64,3 +88,27 @@ def delete_member(call: Call, member_id: str):
 def delete_invitation(call: Call, invitation_id: str):
     service.revoke(call.session, invitation_id)
     return RevokedInvitation(revoked=True)
+
+
+# Mail scanners follow links, so the link only shows this page; the person's click POSTs
+# the token from the page's own address and shows the key it answers, once.
+ACCEPT_SCRIPT = """
+document.getElementById("accept").onclick = async (e) => {
+  e.target.disabled = true;
+  const token = new URLSearchParams(location.search).get("token");
+  const resp = await fetch(location.pathname, {method: "POST", headers: {"Content-Type": "application/json"},
+                                               body: JSON.stringify({token})});
+  const body = await resp.json();
+  document.getElementById("result").textContent = resp.ok
+    ? "You are a member (" + body.role + "). Your personal API key, shown once:\\n\\n" + body.api_key
+    : "Not accepted: " + body.error;
+};
+"""
+
+
+def _accept_page(team: str, email: str, role: str) -> str:
+    e = html.escape
+    return ("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Join " + e(team) + "</title></head>\n<body>\n"
+            f"<h1>Join {e(team)}</h1>\n<p>{e(email)} is invited as {e(role)}.</p>\n"
+            '<p><button id="accept">Accept the invitation</button></p>\n<pre id="result"></pre>\n'
+            f"<script>{ACCEPT_SCRIPT}</script>\n</body></html>\n")
