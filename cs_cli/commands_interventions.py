@@ -5,27 +5,31 @@ import typer
 from cs_daemon.errors import NotFound
 from cs_daemon.interventions import service
 from cs_daemon.interventions.models import Intervention
-from cs_daemon.interventions.schemas import InterventionPublic
+from cs_daemon.interventions.schemas import EscalationPublic, InterventionPublic
 
 from .context import runtime
 from .output import print_json, success, table
 
 app = typer.Typer(help="Interventions: review what the engine planned.", no_args_is_help=True)
+escalations = typer.Typer(help="Escalations: users handed to the team.", no_args_is_help=True)
 
 STATUS_STYLE = {"planned": "cyan", "approved": "blue", "sent": "blue", "delivered": "green", "failed": "red",
-                "rejected": "dim", "rolled_back": "magenta", "shadow": "dim", "open": "yellow"}
+                "rejected": "dim", "rolled_back": "magenta", "shadow": "dim", "open": "yellow",
+                "handled": "green", "delegated": "blue"}
 
 
 @app.command("list")
 def list_(
     tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    status: str = typer.Option(None, "--status", help="Only this status (planned, approved, sent, delivered, "
+                                                        "failed, rejected, rolled_back, shadow)."),
     limit: int = typer.Option(50, "--limit", min=1, max=200, help="How many, newest first."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """The tenant's interventions, newest planned first."""
     rt = runtime()
     with rt.session(tenant) as s:
-        rows = [InterventionPublic.model_validate(iv) for iv in service.list_recent(s, limit=limit)]
+        rows = [InterventionPublic.model_validate(iv) for iv in service.list_recent(s, limit=limit, status=status)]
     if json_:
         print_json({"interventions": [r.model_dump(mode="json") for r in rows]})
         return
@@ -82,3 +86,22 @@ def rollback(intervention_id: str, reason: str = typer.Option(None, "--reason", 
 def flag(intervention_id: str, reason: str = typer.Option(..., "--reason", help="Why."), json_: bool = JSON):
     """Flag an intervention for review."""
     _act(intervention_id, "flagged", lambda s, now: service.flag(s, intervention_id, reason, now=now), json_)
+
+
+@escalations.command("list")
+def list_escalations(
+    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    status: str = typer.Option(None, "--status", help="Only this status (open, handled, delegated)."),
+    limit: int = typer.Option(50, "--limit", min=1, max=200, help="How many, newest first."),
+    json_: bool = JSON,
+):
+    """The tenant's escalations, newest first."""
+    rt = runtime()
+    with rt.session(tenant) as s:
+        rows = [EscalationPublic.of(iv) for iv in service.list_recent(s, limit=limit, escalations=True, status=status)]
+    if json_:
+        print_json({"escalations": [r.model_dump(mode="json") for r in rows]})
+        return
+    table("Escalations", ["id", "user", "severity", "status", "created", "reason", "handled by"],
+          [[r.id, r.user_id, r.severity or "", f"[{STATUS_STYLE.get(r.status or '', '')}]{r.status}[/]",
+            r.created_at, (r.reasoning or "")[:50], r.handled_by or ""] for r in rows])

@@ -15,6 +15,7 @@ from cs_daemon.config import SettingsError
 from cs_daemon.errors import ServiceError
 
 from . import (
+    commands_actions,
     commands_analytics,
     commands_customers,
     commands_db,
@@ -23,8 +24,8 @@ from . import (
     commands_flags,
     commands_interventions,
     commands_keys,
-    commands_playbooks,
     commands_partner,
+    commands_playbooks,
     commands_serve,
     commands_team,
     commands_tenant,
@@ -42,16 +43,18 @@ app = typer.Typer(
 commands_serve.register(app)
 app.add_typer(commands_db.app, name="db")
 app.add_typer(commands_tenant.app, name="tenant")
-app.add_typer(commands_keys.app, name="keys")
 app.add_typer(commands_partner.app, name="partner")
+app.add_typer(commands_keys.app, name="keys")
 app.add_typer(commands_events.app, name="events")
 app.add_typer(commands_customers.app, name="customers")
 app.add_typer(commands_playbooks.app, name="playbooks")
 app.add_typer(commands_decide.app, name="decide")
 app.add_typer(commands_interventions.app, name="interventions")
+app.add_typer(commands_interventions.escalations, name="escalations")
 app.add_typer(commands_team.app, name="team")
 commands_analytics.register(app)
 app.add_typer(commands_webhooks.app, name="webhooks")
+app.add_typer(commands_actions.app, name="actions")
 commands_flags.register(app)
 
 log = logging.getLogger("cs")

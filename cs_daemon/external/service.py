@@ -170,6 +170,12 @@ def get_action(session: Session, action_id: str) -> ExternalAction:
     return found
 
 
+def dispatch_of(session: Session, action_id: str) -> Delivery | None:
+    """The signed delivery that carries an action to its partner (None for an unknown id)."""
+    return session.scalars(select(Delivery).where(Delivery.kind == KIND, Delivery.subject_id == action_id)
+                           .order_by(Delivery.created_at)).first()
+
+
 def list_actions(session: Session, *, status: str | None, provider: str | None, user_id: str | None,
                  since: datetime | None, limit: int) -> list[ExternalAction]:
     query = select(ExternalAction).order_by(ExternalAction.created_at.desc(), ExternalAction.id.desc()).limit(limit)

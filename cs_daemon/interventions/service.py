@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
-from ..errors import InvalidState, NotFound
+from ..errors import InvalidState, NotFound, ValidationFailed
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
@@ -34,10 +34,21 @@ def get(session: Session, intervention_id: str, *, escalation: bool = False) -> 
     return iv
 
 
-def list_recent(session: Session, *, limit: int, escalations: bool = False) -> list[Intervention]:
+INTERVENTION_STATUSES = ("planned", "approved", "sent", "delivered", "failed", "rejected", "rolled_back", "shadow")
+ESCALATION_STATUSES = ("open", "handled", "delegated")
+
+
+def list_recent(session: Session, *, limit: int, escalations: bool = False,
+                status: str | None = None) -> list[Intervention]:
     query = select(Intervention).order_by(Intervention.planned_at.desc(), Intervention.id.desc()).limit(limit)
     query = query.where(Intervention.channel == ESCALATE) if escalations else query.where(
         Intervention.channel != ESCALATE)
+    if status is not None:
+        allowed = ESCALATION_STATUSES if escalations else INTERVENTION_STATUSES
+        if status not in allowed:
+            raise ValidationFailed(f"unknown status {status!r}: one of {', '.join(allowed)}",
+                                   [{"field": "status", "message": f"must be one of {', '.join(allowed)}"}])
+        query = query.where(Intervention.status == status)
     return list(session.scalars(query))
 
 

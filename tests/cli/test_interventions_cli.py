@@ -36,3 +36,27 @@ def test_refusals_are_one_line(cs, tenant, client):
     assert code == 1 and "no intervention" in err
     code, _, err = cs("interventions", "reject", iv)
     assert code != 0 and "--reason" in err
+
+
+def test_list_filters_by_status(cs, tenant, client):
+    kept, dropped = _planned(client, tenant), _planned(client, tenant)
+    cs("interventions", "reject", dropped, "--reason", "no")
+    code, out, _ = cs("interventions", "list", "--tenant", tenant.id, "--status", "planned", "--json")
+    assert code == 0 and [i["id"] for i in json.loads(out)["interventions"]] == [kept]
+    code, _, err = cs("interventions", "list", "--tenant", tenant.id, "--status", "lost")
+    assert code == 1 and "unknown status 'lost'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_escalations_list(cs, tenant, client):
+    h = auth(tenant.key)
+    _planned(client, tenant)
+    pid = client.get("/api/playbooks", headers=h).json["playbooks"][0]["id"]
+    esc = client.post("/api/escalations", headers=h, json={
+        "user_id": "u1", "playbook_id": pid, "severity": "High", "reason": "asked for a refund"}).json["id"]
+    code, out, _ = cs("escalations", "list", "--tenant", tenant.id, "--json")
+    [item] = json.loads(out)["escalations"]
+    assert code == 0 and item["id"] == esc and item["status"] == "open" and item["severity"] == "High"
+    code, out, _ = cs("escalations", "list", "--tenant", tenant.id, "--status", "handled", "--json")
+    assert json.loads(out) == {"escalations": []}
+    code, out, _ = cs("escalations", "list", "--tenant", tenant.id)
+    assert code == 0 and "High" in out and "open" in out
