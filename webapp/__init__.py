@@ -13,6 +13,7 @@ from cs_daemon.config import Settings, load_settings
 from cs_daemon.errors import ServiceError
 from cs_daemon.runtime import Runtime
 
+from . import browser
 from .api import Api, error_response
 
 log = logging.getLogger("webapp")
@@ -28,8 +29,8 @@ def all_apis() -> list[Api]:
     from .routes import unsubscribe
     from .routes import in_app
     from .routes import billing
-
     from .routes import partner
+
     return [system.api, settings.api, customers.api, connectors.api, webhooks.api, playbooks.api,
             decisions.api, interventions.api, external.api, team.api, analytics.api, unsubscribe.api, in_app.api, billing.api,
             partner.api]
@@ -45,6 +46,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     for api in all_apis():
         app.register_blueprint(api.blueprint())
     _install_error_handlers(app)
+    browser.install(app)
 
     @app.after_request
     def _rate_headers(resp: Response) -> Response:

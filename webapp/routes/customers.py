@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from cs_daemon.customers import ingest, service
 from cs_daemon.customers.schemas import (
     CustomerCreate, CustomerCreated, CustomerDetail, CustomerDetailResponse, CustomerEvent,
     CustomerList, CustomerListItem, CustomerListQuery, CustomerPublic, CustomerStatsResponse,
     TrackRequest, TrackResult,
 )
+from cs_daemon.schemas import Wire
 from cs_daemon.tenants import service as tenants
 
 from ..api import Api, Call
+from ..browser import beacon_credentials, refuse_wide_key_in_url
 
 api = Api("Customers")
 
 
-@api.route("POST", "/api/track", access="ingest", body=TrackRequest, response=TrackResult,
+class TrackQuery(Wire):
+    api_key: str | None = Field(None, description="For navigator.sendBeacon, which cannot set Authorization: "
+                                                  "an ingest-only key (any other key is 403). The body may be text/plain.")
+
+
+@api.route("POST", "/api/track", access="ingest", body=TrackRequest, query=TrackQuery, response=TrackResult,
+           credentials=beacon_credentials,
            summary="Ingest 1 to 100 product events; duplicates by idempotency_key are dropped")
 def post_track(call: Call):
+    refuse_wide_key_in_url(call.caller)
     events = [ingest.Incoming(user_id=e.user_id, event=e.event, properties=e.properties,
                               timestamp=e.timestamp, idempotency_key=e.idempotency_key)
               for e in call.body.events]

@@ -1,0 +1,116 @@
+/** One SDK client: who the user is, the event queue, the in-app stream, page-hide beacons. */
+
+import { uuid4 } from './ids.js';
+import { resolveOptions } from './options.js';
+import { beaconSender, watchPageHide } from './page.js';
+import { Sender } from './sender.js';
+import { InAppStream } from './stream.js';
+
+export class Client {
+  constructor(options) {
+    const o = resolveOptions(options);
+    this.options = o;
+    this.userId = null;
+    this.closed = false;
+    this.stream = null;
+    this.report = (err) => {
+      try {
+        o.onError(err);
+      } catch {
+        // a throwing onError must not break sending
+      }
+    };
+    const url = `${o.baseUrl}/api/track`;
+    this.sender = new Sender({ ...o, url, report: this.report });
+    const beacon = o.beacon ? beaconSender(url, o.apiKey) : null;
+    this.stopWatching = beacon ? watchPageHide(() => this.sender.handOff(beacon)) : () => {};
+  }
+
+  /** Sets the user of every later event and sends `$identify` with the traits. */
+  identify(userId, traits = {}) {
+    if (typeof userId !== 'string' || !userId) throw new TypeError('cs: identify(userId) needs a non-empty string');
+    this.open('identify');
+    const properties = plainObject(traits, 'identify(userId, traits): traits');
+    this.userId = userId;
+    this.queue('$identify', properties);
+  }
+
+  /** Sends `$locale` for the identified user. */
+  setLocale(locale) {
+    if (typeof locale !== 'string' || !locale) throw new TypeError('cs: setLocale(locale) needs a string such as "fr-FR"');
+    this.ready('setLocale');
+    this.queue('$locale', { locale });
+  }
+
+  track(event, properties = {}) {
+    if (typeof event !== 'string' || !event) throw new TypeError('cs: track(event) needs an event name (snake_case)');
+    this.ready('track');
+    this.queue(event, plainObject(properties, `track("${event}", properties): properties`));
+  }
+
+  flush() {
+    return this.sender.flush();
+  }
+
+  /** Flushes (for at most `timeout` ms), then stops the timers, the stream and the
+   * page-hide hooks; later calls are refused. */
+  async shutdown({ timeout = 10000 } = {}) {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopWatching();
+    this.stream?.close();
+    await this.sender.shutdown(timeout);
+  }
+
+  /** Calls `callback` with each in-app message of the user whose token the client holds:
+   * `{event: 'intervention', id, interventionId, type, body, playbookName, timestamp}` or
+   * `{event: 'withdrawn', id, interventionId}`. Returns the function that stops it. */
+  onMessage(callback) {
+    if (typeof callback !== 'function') throw new TypeError('cs: onMessage(callback) needs a function');
+    this.open('onMessage');
+    const { inAppToken, getInAppToken } = this.options;
+    if (inAppToken == null && getInAppToken == null) {
+      throw new Error('cs: onMessage() needs init({inAppToken}) or init({getInAppToken}), a token your backend mints with POST /api/in-app/tokens');
+    }
+    this.stream ??= new InAppStream({
+      ...this.options, token: inAppToken ?? null, getToken: getInAppToken, report: this.report,
+    });
+    return this.stream.subscribe(callback);
+  }
+
+  get stats() {
+    return this.sender.stats();
+  }
+
+  queue(event, properties) {
+    this.sender.enqueue({
+      user_id: this.userId,
+      event,
+      properties,
+      timestamp: new Date(this.options.clock.now()).toISOString(),
+      idempotency_key: uuid4(),
+    });
+  }
+
+  open(method) {
+    if (this.closed) throw new Error(`cs: ${method}() after shutdown(); call init() again`);
+  }
+
+  ready(method) {
+    this.open(method);
+    if (this.userId == null) throw new Error(`cs: ${method}() before identify(userId); identify the user first`);
+  }
+}
+
+/** A copy, so that a later change to the caller's object does not change a queued event,
+ * made through JSON so that what cannot be sent fails here, at the caller's line. */
+function plainObject(value, what) {
+  if (value == null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new TypeError(`cs: ${what} must be a plain object`);
+  }
+  try {
+    return JSON.parse(JSON.stringify(value));
+  } catch (err) {
+    throw new TypeError(`cs: ${what} cannot be sent as JSON (${err.message})`);
+  }
+}

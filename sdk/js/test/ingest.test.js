@@ -1,0 +1,200 @@
+// The batching convention against the real service (decisions §15): batch size and
+// interval on an injected clock, retries that lose nothing and count nothing twice,
+// Retry-After, refused batches, the bounded queue, identify first, shutdown.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { createClient } from '../src/index.js';
+import { FakeClock } from '../testing/fake-clock.js';
+import { startProxy } from '../testing/proxy.js';
+import { startService } from '../testing/service.js';
+import { until } from '../testing/wait.js';
+
+let service;
+let proxy;
+let tenant;
+
+before(async () => {
+  service = await startService();
+  tenant = await service.tenant('Acme');
+  proxy = await startProxy(service.url);
+});
+
+after(async () => {
+  await proxy?.close();
+  await service?.stop();
+});
+
+/** A client through the proxy on a fake clock, with jitter pinned to its middle and
+ * every fetch counted as it starts (the requests themselves are real). */
+function sdk(options = {}) {
+  const clock = new FakeClock();
+  const errors = [];
+  const calls = { n: 0 };
+  const client = createClient({
+    apiKey: tenant.ingestKey, baseUrl: proxy.url, clock, random: () => 0.5,
+    onError: (err) => errors.push(err),
+    fetch: (...args) => { calls.n += 1; return fetch(...args); },
+    ...options,
+  });
+  return { client, clock, errors, calls };
+}
+
+async function storedEvents(userId) {
+  const { status, body } = await service.api('GET', `/api/customers/${userId}`, tenant.adminKey);
+  assert.equal(status, 200, JSON.stringify(body));
+  return body;
+}
+
+const sizes = (requests) => requests.map((r) => r.body.events.length);
+
+test('25 track calls make 3 POSTs: 10, 10, then 5 when the interval ends', async () => {
+  const { client, clock, calls } = sdk();
+  client.identify('u-batch', { name: 'Ada', email: 'ada@acme.example' });
+  await client.flush();
+  assert.deepEqual(sizes(proxy.tracks('u-batch')), [1]);
+
+  for (let i = 0; i < 25; i++) client.track('viewed_page', { n: i });
+  await until(() => client.stats.sent === 21, { what: 'two full batches' });
+  assert.deepEqual(sizes(proxy.tracks('u-batch')), [1, 10, 10]);
+  assert.deepEqual(clock.pending(), [1000], 'only the interval timer waits');
+  clock.advance(999);
+  assert.equal(calls.n, 3, 'nothing is sent before the interval ends');
+  clock.advance(1);
+  assert.equal(calls.n, 4);
+  await until(() => client.stats.sent === 26, { what: 'the last 5' });
+  assert.deepEqual(sizes(proxy.tracks('u-batch')), [1, 10, 10, 5]);
+
+  const { customer, events } = await storedEvents('u-batch');
+  assert.equal(customer.name, 'Ada');
+  const viewed = events.filter((e) => e.event === 'viewed_page');
+  assert.deepEqual(viewed.map((e) => e.properties.n).sort((a, b) => a - b), [...Array(25).keys()]);
+  const stamped = proxy.tracks('u-batch').flatMap((r) => r.body.events);
+  assert.equal(new Set(stamped.map((e) => e.idempotency_key)).size, 26);
+  for (const e of stamped) {
+    assert.match(e.idempotency_key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.equal(e.timestamp, new Date(clock.now() - 1000).toISOString(), 'stamped when queued');
+  }
+  await client.shutdown();
+});
+
+test('a 500, then a 500 after the service stored the batch, then 200: every event once', async () => {
+  const { client, clock } = sdk();
+  proxy.once({ status: 500 }); // never reaches the service
+  proxy.once({ forward: true, status: 500 }); // stored, but the answer is lost
+  client.identify('u-retry');
+  for (let i = 0; i < 9; i++) client.track('saved_report', { n: i });
+  const flushed = client.flush();
+
+  await until(() => client.stats.retries === 1, { what: 'the first failure' });
+  assert.deepEqual(clock.pending(), [750], 'backoff 1000 ms, jitter pinned to 0.75');
+  clock.advance(750);
+  await until(() => client.stats.retries === 2, { what: 'the second failure' });
+  assert.deepEqual(clock.pending(), [1500], 'doubled');
+  clock.advance(1500);
+  await flushed;
+
+  const tries = proxy.tracks('u-retry');
+  assert.deepEqual(tries.map((r) => r.status), [500, 500, 200]);
+  assert.deepEqual(tries[1].answer, { accepted: 10, duplicates: 0, over_limit: 0 });
+  assert.deepEqual(tries[2].answer, { accepted: 0, duplicates: 10, over_limit: 0 });
+  const keys = tries.map((r) => r.body.events.map((e) => e.idempotency_key).join());
+  assert.equal(new Set(keys).size, 1, 'the same batch, with the same keys, every time');
+  assert.deepEqual(client.stats, { queued: 0, sent: 10, batches: 1, duplicates: 10, retries: 2, dropped: 0, rejected: 0, beaconed: 0 });
+  const { events } = await storedEvents('u-retry');
+  assert.equal(events.length, 10, 'nothing lost, nothing twice');
+  await client.shutdown();
+});
+
+test('a 429 with Retry-After: 2 waits exactly 2 s on the clock, and flush() waits with it', async () => {
+  const { client, clock, calls } = sdk();
+  proxy.once({ status: 429, headers: { 'Retry-After': '2' }, body: { error: 'rate limit reached', code: 'rate_limited' } });
+  client.identify('u-429');
+  let done = false;
+  const flushed = client.flush().then(() => { done = true; });
+  await until(() => client.stats.retries === 1, { what: 'the 429' });
+  assert.deepEqual(clock.pending(), [2000]);
+  clock.advance(1999);
+  assert.equal(calls.n, 1);
+  assert.equal(done, false);
+  clock.advance(1);
+  assert.equal(calls.n, 2);
+  await flushed;
+  assert.deepEqual(proxy.tracks('u-429').map((r) => r.status), [429, 200]);
+  assert.equal(client.stats.sent, 1);
+  await client.shutdown();
+});
+
+test('a 400 drops that batch, reports it, and later events still go', async () => {
+  const { client, errors } = sdk();
+  client.identify('u-400');
+  await client.flush();
+  client.track('x'.repeat(256), { why: 'the service allows 255 characters' });
+  await client.flush();
+  assert.equal(errors.length, 1);
+  const [err] = errors;
+  assert.equal(err.name, 'CsError');
+  assert.equal(err.kind, 'rejected');
+  assert.equal(err.status, 400);
+  assert.equal(err.code, 'validation_failed');
+  assert.equal(err.events.length, 1);
+  assert.match(err.message, /refused 1 events \(400\)/);
+  assert.equal(client.stats.rejected, 1);
+  assert.equal(client.stats.retries, 0, 'a 400 is not retried');
+
+  client.track('exported_csv');
+  await client.flush();
+  const { events } = await storedEvents('u-400');
+  assert.deepEqual(events.map((e) => e.event).sort(), ['$identify', 'exported_csv']);
+});
+
+test('track and setLocale before identify are refused, and nothing is sent', async () => {
+  const { client, calls } = sdk();
+  assert.throws(() => client.track('opened_app'), { message: /track\(\) before identify/ });
+  assert.throws(() => client.setLocale('fr-FR'), { message: /setLocale\(\) before identify/ });
+  assert.throws(() => client.identify(''), TypeError);
+  assert.equal(client.stats.queued, 0);
+  assert.equal(calls.n, 0);
+
+  client.identify('u-locale', { name: 'Zoë' });
+  assert.throws(() => client.track(''), TypeError);
+  assert.throws(() => client.track('a', [1]), TypeError);
+  assert.throws(() => client.track('a', { n: 1n }), { message: /cannot be sent as JSON/ });
+  client.setLocale('fr-FR');
+  await client.flush();
+  const { customer } = await storedEvents('u-locale');
+  assert.equal(customer.locale, 'fr-FR');
+  assert.equal(customer.name, 'Zoë');
+  await client.shutdown();
+});
+
+test('a full queue drops the oldest, counts and reports them; the rest arrive after an outage', async () => {
+  const { client, clock, errors } = sdk({ maxQueueSize: 12 });
+  proxy.once({ destroy: true }); // a network error
+  client.identify('u-full');
+  const flushed = client.flush();
+  await until(() => client.stats.retries === 1, { what: 'the network error' });
+  for (let i = 0; i < 15; i++) client.track('synced', { n: i });
+  assert.equal(client.stats.dropped, 4);
+  assert.equal(client.stats.queued, 12);
+  assert.deepEqual(errors.map((e) => e.kind), ['overflow', 'overflow', 'overflow', 'overflow']);
+  assert.equal(errors[0].events[0].event, '$identify', 'the oldest goes first');
+
+  clock.advance(clock.pending()[0]);
+  await flushed;
+  assert.deepEqual(sizes(proxy.tracks('u-full')), [1, 10, 2]);
+  const { events } = await storedEvents('u-full');
+  assert.deepEqual(events.map((e) => e.properties.n).sort((a, b) => a - b), [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+  await client.shutdown();
+});
+
+test('shutdown() flushes, stops every timer, and refuses later calls', async () => {
+  const { client, clock } = sdk();
+  client.identify('u-bye');
+  client.track('logged_out');
+  assert.deepEqual(clock.pending(), [1000]);
+  await client.shutdown();
+  assert.equal(client.stats.sent, 2);
+  assert.deepEqual(clock.pending(), []);
+  assert.throws(() => client.track('late'), { message: /after shutdown/ });
+});
