@@ -19,9 +19,16 @@ install:
 serve *ARGS: install
     .venv/bin/cs serve --demo {{ARGS}}
 
-# The whole test suite, against the embedded mode and PostgreSQL + Redis.
+# The whole test suite, against the embedded mode and PostgreSQL + Redis, then the JS
+# SDK's tests; with ARGS, only pytest with them (e.g. `just test tests/api -k track`).
 test *ARGS: install
     .venv/bin/python -m pytest {{ARGS}}
+    {{ if ARGS == "" { just_executable() + " test-js" } else { "true" } }}
+
+# The JS SDK's tests (node --test) against the real service; installs chromium if missing.
+test-js: install
+    sdk/js/scripts/ensure-browser.sh
+    sdk/js/scripts/test.sh
 
 # Apply migrations to the configured database.
 migrate: install
