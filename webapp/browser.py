@@ -1,5 +1,5 @@
 """What a web page on a tenant's own site needs to reach us (decisions §15, the JS SDK):
-CORS on the two endpoints a browser calls, and the key in the URL for
+CORS on the endpoints a browser calls, and the key in the URL for
 `navigator.sendBeacon`, which cannot set an Authorization header. docs/sdk.md."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from cs_daemon.errors import Forbidden
 
 from .api import bearer_token
 
-BROWSER_PATHS = frozenset({"/api/track", "/api/in-app/stream"})
+BROWSER_PATHS = frozenset({"/api/track", "/api/in-app/stream", "/api/in-app/events"})
 
 # No cookie is ever read, so any origin may call: the key or the stream token is the
 # credential. Retry-After must be exposed or the SDK could not honour it in a browser.

@@ -14,10 +14,11 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sqlalchemy import bindparam, exists, select, update
+from sqlalchemy import bindparam, exists, select, text, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
+from ..interventions.models import OPEN, Intervention
 from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
 from ..webhooks.models import WebhookEndpoint
@@ -133,7 +134,8 @@ RETURNING id
 PG_LOCK = f"""
 SELECT {', '.join(READ)},
        EXISTS (SELECT 1 FROM playbooks WHERE tenant_id = %(tenant)b AND status = 'active'),
-       EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant_id = %(tenant)b AND active)
+       EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant_id = %(tenant)b AND active),
+       EXISTS (SELECT 1 FROM interventions WHERE tenant_id = %(tenant)b AND {OPEN})
 FROM customers WHERE tenant_id = %(tenant)b AND id = ANY(%(ids)b::text[])
 ORDER BY id FOR UPDATE
 """
@@ -186,10 +188,12 @@ def create(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
 @dataclass(frozen=True, slots=True)
 class Followers:
     """Whether anything acts on the tenant's customer changes: an active playbook (a
-    decision is owed) or an active webhook endpoint (a delivery is made)."""
+    decision is owed), an active webhook endpoint (a delivery is made), a delivered
+    intervention awaiting its outcome (a new event may be the user's response)."""
 
     playbooks: bool
     endpoints: bool
+    open_interventions: bool = False
 
 
 def lock(session: Session, tenant_id: str, user_ids: list[str]) -> tuple[list[CustomerRow], Followers]:
@@ -201,7 +205,7 @@ def lock(session: Session, tenant_id: str, user_ids: list[str]) -> tuple[list[Cu
             cur.execute(PG_LOCK, {"tenant": tenant_id, "ids": user_ids})
             rows = cur.fetchall()
         n = len(READ)
-        followers = Followers(*rows[0][n:]) if rows else Followers(False, False)
+        followers = Followers(*rows[0][n:]) if rows else Followers(False, False, False)
         return [_row(dict(zip(READ, r[:n])), utc=True) for r in rows], followers
     columns = [_customers.c[name] for name in READ]
     found = session.execute(select(*columns).where(_customers.c.tenant_id == tenant_id,
@@ -210,11 +214,12 @@ def lock(session: Session, tenant_id: str, user_ids: list[str]) -> tuple[list[Cu
 
 
 def _followers(session: Session, tenant_id: str) -> Followers:
-    playbooks, endpoints = Playbook.__table__, WebhookEndpoint.__table__
+    playbooks, endpoints, interventions = Playbook.__table__, WebhookEndpoint.__table__, Intervention.__table__
     row = session.execute(select(
         exists().where(playbooks.c.tenant_id == tenant_id, playbooks.c.status == "active"),
-        exists().where(endpoints.c.tenant_id == tenant_id, endpoints.c.active.is_(True)))).one()
-    return Followers(bool(row[0]), bool(row[1]))
+        exists().where(endpoints.c.tenant_id == tenant_id, endpoints.c.active.is_(True)),
+        exists().where(interventions.c.tenant_id == tenant_id, text(OPEN)))).one()
+    return Followers(*map(bool, row))
 
 
 def _row(values: dict, utc: bool = False) -> CustomerRow:

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from ..db import new_id
 from ..engine import scoring
+from ..interventions import outcomes
 from ..outbox import service as outbox
 from ..tenants.models import Tenant
 from . import bulk
@@ -182,6 +183,9 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
         touched[customer.id] = ({r["event"] for r in rows}, bool(changed))
     bulk.write(session, tenant_id, customers)
     _forget_loaded(session, tenant_id, customers)
+    if followers.open_interventions:
+        outcomes.note_responses(session, tenant_id, [(r["user_id"], r["event"], r["timestamp"]) for r in inserted],
+                                now=now)
     outbox.record_many(session, tenant_id, changes, now=now, test=test, fan_out=followers.endpoints)
     return touched, followers
 

@@ -61,6 +61,10 @@ def validate(tree: Any, path: str = "$") -> None:
         trigger = node.pop("trigger")
         if not (isinstance(trigger, dict) and set(trigger) == {"event"} and _name(trigger["event"])):
             raise ConditionError("$.trigger", 'must be {"event": "<event name>"}')
+    if path == "$" and "attribution_days" in node:
+        days = node.pop("attribution_days")
+        if not (isinstance(days, int) and not isinstance(days, bool) and 1 <= days <= 365):
+            raise ConditionError("$.attribution_days", "must be a whole number of days from 1 to 365")
     if not node:
         return
     keys = set(node)
@@ -149,9 +153,14 @@ def trigger_of(tree: dict | None) -> str | None:
     return trigger.get("event") if isinstance(trigger, dict) else None
 
 
+# settings that sit beside the conditions at the root of a tree: the entry trigger, and the
+# attribution window of exit conditions (interventions/outcomes.py)
+ROOT_SETTINGS = frozenset({"trigger", "attribution_days"})
+
+
 def fields_of(tree: dict | None) -> dict:
-    """The tree without its trigger."""
-    return {k: v for k, v in (tree or {}).items() if k != "trigger"}
+    """The tree without its root settings."""
+    return {k: v for k, v in (tree or {}).items() if k not in ROOT_SETTINGS}
 
 
 # -- shared by both back ends ------------------------------------------------------------

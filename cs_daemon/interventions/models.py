@@ -2,10 +2,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Index, Text
+from sqlalchemy import Column, Index, Text, text
 from sqlmodel import Field
 
 from ..db import TenantOwned, id_field, json_field, time_field
+
+
+# delivered, and its outcome not yet known (interventions/outcomes.py)
+OPEN = "attribution_until IS NOT NULL AND outcome IS NULL"
 
 
 class Intervention(TenantOwned, table=True):
@@ -16,6 +20,8 @@ class Intervention(TenantOwned, table=True):
         Index("ix_interventions_planned", "tenant_id", "planned_at"),
         Index("ix_interventions_user", "tenant_id", "user_id", "planned_at"),
         Index("ix_interventions_playbook", "tenant_id", "playbook_id", "status"),
+        Index("ix_interventions_open", "tenant_id", "user_id", sqlite_where=text(OPEN),
+              postgresql_where=text(OPEN)),
     )
 
     id: str = id_field()
@@ -37,6 +43,8 @@ class Intervention(TenantOwned, table=True):
     handled_by: str | None = Field(default=None, max_length=80)
     outcome: str | None = Field(default=None, max_length=10)    # positive | negative | neutral | pending
     outcome_at: datetime | None = time_field()
+    attribution_until: datetime | None = time_field()   # set on delivery: the outcome's window
+    responded_at: datetime | None = time_field()        # the user's first response in it
     test: bool = False
     planned_at: datetime = time_field(nullable=False)
     approved_at: datetime | None = time_field()

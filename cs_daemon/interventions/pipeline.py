@@ -22,6 +22,7 @@ from ..integrations.http import Outcome
 from ..outbox import service as outbox
 from ..tenants.models import Tenant
 from ..webhooks.models import WebhookEndpoint
+from . import outcomes
 from .models import Intervention
 from ..channels import sink  # noqa: F401  (registers the test-mode transport)
 from ..channels import email  # registers the mailto: transport
@@ -118,6 +119,7 @@ WITHDRAW_HOOKS: list = []   # the in-app stream registers how to withdraw a mess
 def _delivered(session: Session, iv: Intervention, now: datetime) -> None:
     iv.status, iv.delivered_at, iv.updated_at = "delivered", now, now
     iv.sent_at = iv.sent_at or now
+    outcomes.open_window(session, iv, now)
     outbox.record(session, iv.tenant_id, "intervention.delivered", {
         "intervention_id": iv.id, "user_id": iv.user_id, "playbook_id": iv.playbook_id, "channel": iv.channel,
         "delivered_at": now.isoformat()}, now=now, test=iv.test)

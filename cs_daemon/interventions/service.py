@@ -14,7 +14,7 @@ from ..errors import InvalidState, NotFound, ValidationFailed
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
-from . import pipeline
+from . import outcomes, pipeline
 from .models import Intervention
 
 ESCALATE = "escalate"
@@ -101,7 +101,7 @@ def rollback(session: Session, intervention_id: str, reason: str | None, *, now:
         raise _wrong(iv, "roll back", ("approved", "sent", "delivered"))
     was = iv.status
     pipeline.stop(session, iv, now=now)
-    iv.status, iv.reason, iv.updated_at = "rolled_back", reason, now
+    iv.status, iv.reason, iv.updated_at, iv.attribution_until = "rolled_back", reason, now, None
     if was in ("sent", "delivered"):
         pipeline.withdraw(session, iv, now=now)
     return iv
@@ -137,6 +137,8 @@ def handle(session: Session, escalation_id: str, *, action_taken: str, outcome: 
     iv.status, iv.action_taken, iv.handled_by, iv.updated_at = "handled", action_taken, handled_by, now
     if outcome is not None:
         iv.outcome, iv.outcome_at = outcome, now
+        if outcome in outcomes.DECIDED:
+            outcomes.emit_recorded(session, iv, now=now)
     return iv
 
 

@@ -11,7 +11,8 @@ from .scheduler import Periodic
 ACTOR_MODULES: list[str] = ["cs_daemon.customers.actors", "cs_daemon.delivery.actors",
                             "cs_daemon.decisions.actors", "cs_daemon.webhooks.service",
                             "cs_daemon.interventions.pipeline", "cs_daemon.channels.sink",
-                            "cs_daemon.external.service", "cs_daemon.team.mail"]
+                            "cs_daemon.external.service", "cs_daemon.team.mail",
+                            "cs_daemon.interventions.actors"]
 
 
 def load_actors() -> None:
@@ -23,9 +24,11 @@ def periodic() -> list[Periodic]:
     from ..customers import actors as customers
     from ..decisions import actors as decisions
     from ..delivery import actors as delivery
+    from ..interventions import actors as interventions
 
     return [
         Periodic("sweep_scores", customers.SWEEP_EVERY_SECONDS, customers.sweep_scores.send),
         Periodic("sweep_deliveries", delivery.SWEEP_EVERY_SECONDS, delivery.sweep_deliveries.send),
         Periodic("sweep_decisions", decisions.SWEEP_EVERY_SECONDS, decisions.sweep_decisions.send),
+        Periodic("sweep_outcomes", interventions.SWEEP_EVERY_SECONDS, interventions.sweep_outcomes.send),
     ]

@@ -4,10 +4,12 @@ server-sent-events stream a front end opens with one."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from flask import Response, g, request
 from pydantic import Field
 
+from cs_daemon.channels import in_app_events
 from cs_daemon.channels import in_app_tokens as tokens
 from cs_daemon.channels.in_app_stream import SLOT_RETRY_AFTER, OpenStream, StreamsFull
 from cs_daemon.customers.models import Customer
@@ -61,3 +63,26 @@ def get_stream(call: Call):
 def last_event_id() -> int | None:
     raw = request.headers.get("Last-Event-ID", "").strip()
     return int(raw) if raw.isdigit() else None
+
+
+class InAppEvent(Wire):
+    token: str = Field(min_length=1, max_length=4096, description="The stream token of the user")
+    intervention_id: str = Field(min_length=1, max_length=36)
+    action: Literal["clicked", "dismissed"]
+
+
+class InAppEventRecorded(Wire):
+    recorded: bool = Field(description="false when it changed nothing (already clicked, already opted out)")
+    intervention_id: str
+    action: str
+
+
+@api.route("POST", "/api/in-app/events", access="public", body=InAppEvent, response=InAppEventRecorded,
+           errors=(400, 401, 404, 409),
+           summary="Report a click on an in-app message (user.responded) or its dismissal for good "
+                   "(the user is opted out of in-app messages; user.opted_out); the stream token is the credential")
+def post_in_app_event(call: Call):
+    body = call.body
+    grant = tokens.verify(call.rt.settings.secret_key, body.token, call.now)
+    recorded = in_app_events.report(call.session, grant, body.intervention_id, body.action, now=call.now)
+    return InAppEventRecorded(recorded=recorded, intervention_id=body.intervention_id, action=body.action)

@@ -1,0 +1,170 @@
+"""Responses and outcomes of delivered interventions (decisions §8).
+
+Delivery opens an intervention's attribution window: `attribution_days` of its playbook's
+exit conditions (default 7) from `delivered_at`. While the window is open:
+
+- the user's first event at or after the delivery is a response: `responded_at` is set
+  and `user.responded` is emitted (an in-app click reported by the SDK counts too);
+- the outcome sweep records `positive` once the playbook's exit conditions hold for the
+  user, `negative` once the user has churned, and `neutral` when the window closes with
+  neither. Each outcome emits `outcome.recorded` and so feeds the playbook's
+  `success_rate`, which the engine ranks by.
+
+Every write is a conditional UPDATE, so a response or an outcome is recorded once however
+many ingests, clicks or sweeps race for it, and never on an intervention rolled back
+meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Iterable
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from ..customers.models import Customer
+from ..engine import conditions
+from ..outbox import service as outbox
+from ..playbooks.models import Playbook
+from .models import Intervention
+
+DEFAULT_ATTRIBUTION_DAYS = 7
+SWEEP_BATCH = 2000
+IN_CHUNK = 500
+DECIDED = ("positive", "negative", "neutral")
+
+
+def window(exit_conditions: dict | None) -> timedelta:
+    return timedelta(days=(exit_conditions or {}).get("attribution_days") or DEFAULT_ATTRIBUTION_DAYS)
+
+
+def open_window(session: Session, iv: Intervention, now: datetime) -> None:
+    """Called as the intervention is delivered."""
+    playbook = session.get(Playbook, iv.playbook_id) if iv.playbook_id else None
+    iv.attribution_until = now + window(playbook.exit_conditions if playbook else None)
+
+
+def _is_open():
+    return (Intervention.attribution_until.isnot(None), Intervention.outcome.is_(None),
+            Intervention.status == "delivered")
+
+
+# -- responses --------------------------------------------------------------------------
+
+def note_responses(session: Session, tenant_id: str, events: Iterable[tuple[str, str, datetime]], *,
+                   now: datetime) -> int:
+    """`events` are (user_id, event name, timestamp) just stored. Each open intervention
+    of those users without a response yet gets the first of its user's events at or after
+    its delivery and inside its window. Returns how many responses were recorded."""
+    by_user: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
+    for user_id, name, at in events:
+        by_user[user_id].append((at, name))
+    done = 0
+    for iv in _open_of_users(session, list(by_user)):
+        if iv.responded_at is not None:
+            continue
+        inside = sorted(e for e in by_user[iv.user_id] if iv.delivered_at <= e[0] < iv.attribution_until)
+        if inside:
+            at, name = inside[0]
+            done += respond(session, iv, at=at, response="event", event=name, now=now)
+    return done
+
+
+def _open_of_users(session: Session, user_ids: list[str]) -> list[Intervention]:
+    found: list[Intervention] = []
+    for start in range(0, len(user_ids), IN_CHUNK):
+        found += session.scalars(select(Intervention).where(
+            Intervention.user_id.in_(user_ids[start:start + IN_CHUNK]), *_is_open())).all()
+    return found
+
+
+def respond(session: Session, iv: Intervention, *, at: datetime, response: str, event: str | None,
+            now: datetime) -> bool:
+    """Record the first response to a delivered intervention; False when it had one."""
+    done = session.execute(update(Intervention).where(
+        Intervention.id == iv.id, Intervention.tenant_id == iv.tenant_id, Intervention.responded_at.is_(None),
+        Intervention.status == "delivered").values(responded_at=at)).rowcount
+    if not done:
+        return False
+    iv.responded_at = at
+    outbox.record(session, iv.tenant_id, "user.responded", {
+        "user_id": iv.user_id, "intervention_id": iv.id, "playbook_id": iv.playbook_id, "channel": iv.channel,
+        "response": response, "event_name": event, "responded_at": at.isoformat()}, now=now, test=iv.test)
+    return True
+
+
+# -- outcomes ---------------------------------------------------------------------------
+
+def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
+    """Record the outcomes now known for this tenant's open interventions (a tenant-scoped
+    session). Returns how many were recorded."""
+    ivs = session.scalars(select(Intervention).where(*_is_open())
+                          .order_by(Intervention.attribution_until).limit(batch)).all()
+    if not ivs:
+        return 0
+    users = sorted({iv.user_id for iv in ivs})
+    churned = set(_users_where(session, users, Customer.lifecycle_stage == "churned"))
+    met = _exit_met(session, ivs, now)
+    done = 0
+    for iv in ivs:
+        if (iv.playbook_id, iv.user_id) in met:
+            done += record(session, iv, "positive", now=now)
+        elif iv.user_id in churned:
+            done += record(session, iv, "negative", now=now)
+        elif iv.attribution_until <= now:
+            done += record(session, iv, "neutral", now=now)
+    return done
+
+
+def _exit_met(session: Session, ivs: list[Intervention], now: datetime) -> set[tuple[str | None, str]]:
+    """(playbook id, user id) pairs whose playbook's exit conditions hold now. A playbook
+    without exit conditions names no success, so none of its interventions is positive."""
+    users_of: dict[str, set[str]] = defaultdict(set)
+    for iv in ivs:
+        if iv.playbook_id:
+            users_of[iv.playbook_id].add(iv.user_id)
+    playbooks = session.scalars(select(Playbook).where(Playbook.id.in_(list(users_of)))).all()
+    dialect = session.get_bind().dialect.name
+    met = set()
+    for playbook in playbooks:
+        tree = conditions.fields_of(playbook.exit_conditions)
+        if not tree:
+            continue
+        criterion = conditions.to_sql(tree, now=now, dialect=dialect)
+        met |= {(playbook.id, u) for u in _users_where(session, sorted(users_of[playbook.id]), criterion)}
+    return met
+
+
+def _users_where(session: Session, user_ids: list[str], criterion) -> list[str]:
+    found: list[str] = []
+    for start in range(0, len(user_ids), IN_CHUNK):
+        found += session.scalars(select(Customer.id).where(
+            Customer.id.in_(user_ids[start:start + IN_CHUNK]), criterion)).all()
+    return found
+
+
+def record(session: Session, iv: Intervention, outcome: str, *, now: datetime) -> bool:
+    """Set the outcome of an open intervention and emit outcome.recorded; False when it
+    was settled or rolled back meanwhile."""
+    done = session.execute(update(Intervention).where(
+        Intervention.id == iv.id, Intervention.tenant_id == iv.tenant_id, *_is_open())
+        .values(outcome=outcome, outcome_at=now, updated_at=now)).rowcount
+    if not done:
+        return False
+    iv.outcome, iv.outcome_at = outcome, now
+    emit_recorded(session, iv, now=now)
+    return True
+
+
+def emit_recorded(session: Session, iv: Intervention, *, now: datetime) -> None:
+    outbox.record(session, iv.tenant_id, "outcome.recorded", {
+        "intervention_id": iv.id, "user_id": iv.user_id, "playbook_id": iv.playbook_id, "channel": iv.channel,
+        "outcome": iv.outcome, "delivered_at": iv.delivered_at.isoformat() if iv.delivered_at else None,
+        "recorded_at": now.isoformat()}, now=now, test=iv.test)
+
+
+def tenants_with_open(session: Session) -> list[str]:
+    """Tenants with an intervention awaiting its outcome (an unscoped session)."""
+    return list(session.scalars(select(Intervention.tenant_id).where(*_is_open()).distinct()))
