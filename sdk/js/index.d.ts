@@ -100,6 +100,12 @@ export class Client {
   shutdown(options?: { timeout?: number }): Promise<void>;
   /** Returns the function that unsubscribes. */
   onMessage(callback: (message: InAppMessage) => void): () => void;
+  /** The user clicked the message: their response. Resolves to false when already recorded;
+   * rejects with a CsError when the service refuses it. Needs inAppToken or getInAppToken. */
+  reportClick(interventionId: string): Promise<boolean>;
+  /** The user dismissed the message for good: no more in-app messages for them. Resolves to
+   * false when they had already opted out. */
+  dismiss(interventionId: string): Promise<boolean>;
   readonly stats: Stats;
 }
 
@@ -111,4 +117,6 @@ export function track(event: string, properties?: Properties): void;
 export function flush(): Promise<void>;
 export function shutdown(options?: { timeout?: number }): Promise<void>;
 export function onMessage(callback: (message: InAppMessage) => void): () => void;
+export function reportClick(interventionId: string): Promise<boolean>;
+export function dismiss(interventionId: string): Promise<boolean>;
 export function stats(): Stats;

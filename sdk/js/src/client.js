@@ -1,5 +1,6 @@
 /** One SDK client: who the user is, the event queue, the in-app stream, page-hide beacons. */
 
+import { CsError, errorBody } from './errors.js';
 import { uuid4 } from './ids.js';
 import { resolveOptions } from './options.js';
 import { beaconSender, watchPageHide } from './page.js';
@@ -76,6 +77,57 @@ export class Client {
       ...this.options, token: inAppToken ?? null, getToken: getInAppToken, report: this.report,
     });
     return this.stream.subscribe(callback);
+  }
+
+  /** Reports that the user clicked in-app message `interventionId` (their response to
+   * it). Resolves to true when recorded, false when a click was already recorded. */
+  reportClick(interventionId) {
+    return this.inAppEvent('reportClick', interventionId, 'clicked');
+  }
+
+  /** The user dismissed in-app message `interventionId` for good: they get no more in-app
+   * messages. Resolves to true when recorded, false when they had already opted out. */
+  dismiss(interventionId) {
+    return this.inAppEvent('dismiss', interventionId, 'dismissed');
+  }
+
+  /** Checks the arguments at the caller's line, then posts. */
+  inAppEvent(method, interventionId, action) {
+    if (typeof interventionId !== 'string' || !interventionId) {
+      throw new TypeError(`cs: ${method}(interventionId) needs the interventionId of a message`);
+    }
+    this.open(method);
+    return this.postInAppEvent(method, interventionId, action);
+  }
+
+  async postInAppEvent(method, interventionId, action) {
+    const { baseUrl, fetch, getInAppToken } = this.options;
+    const post = async (token) => fetch(`${baseUrl}/api/in-app/events`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ token, intervention_id: interventionId, action }),
+    });
+    let response = await post(await this.inAppToken(method));
+    if (response.status === 401 && getInAppToken) {   // expired: the stream will want a fresh one too
+      const fresh = await getInAppToken();
+      if (this.stream) this.stream.token = fresh;
+      response = await post(fresh);
+    }
+    if (!response.ok) {
+      const { error, code } = await errorBody(response);
+      throw new CsError(`cs: ${method}() refused (${response.status}): ${error || 'no reason given'}`,
+        { kind: 'rejected', status: response.status, code });
+    }
+    return (await response.json()).recorded;
+  }
+
+  async inAppToken(method) {
+    const { inAppToken, getInAppToken } = this.options;
+    const token = this.stream?.token ?? inAppToken ?? (getInAppToken ? await getInAppToken() : null);
+    if (token == null) {
+      throw new Error(`cs: ${method}() needs init({inAppToken}) or init({getInAppToken}), the stream token of the user`);
+    }
+    return token;
   }
 
   get stats() {

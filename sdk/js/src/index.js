@@ -45,6 +45,14 @@ export function onMessage(callback) {
   return use('onMessage').onMessage(callback);
 }
 
+export function reportClick(interventionId) {
+  return use('reportClick').reportClick(interventionId);
+}
+
+export function dismiss(interventionId) {
+  return use('dismiss').dismiss(interventionId);
+}
+
 export function stats() {
   return use('stats').stats;
 }

@@ -125,3 +125,37 @@ test('a refused token is replaced through getInAppToken, at once', async () => {
   assert.deepEqual(proxy.streamRequests().slice(before).map((r) => r.status), [401, 200]);
   await client.shutdown();
 });
+
+/** An intervention's status, read through the API. */
+async function statusOf(interventionId) {
+  const { body } = await service.api('GET', '/api/interventions?limit=200', tenant.adminKey);
+  return body.interventions.find((i) => i.id === interventionId)?.status;
+}
+
+test('reportClick records the response once; dismiss opts the user out of later messages', async () => {
+  const { client, errors } = await identified('u-click', { getInAppToken: () => mintToken('u-click') });
+  const messages = [];
+  client.onMessage((m) => messages.push(m));
+  const shown = await approve('u-click', 'Try the report builder');
+  await until(() => messages.length === 1, { what: 'the message' });
+
+  assert.equal(await client.reportClick(shown), true);
+  assert.equal(await client.reportClick(shown), false, 'a second click is not a second response');
+  await assert.rejects(client.reportClick('6f1c2e9a-9a55-4b8e-9d0e-2f4b8f3c1d11'),
+    (err) => err.name === 'CsError' && err.status === 404 && err.code === 'not_found');
+  assert.throws(() => client.dismiss(''), TypeError);
+
+  assert.equal(await client.dismiss(shown), true);
+  assert.equal(await client.dismiss(shown), false, 'already opted out');
+  const refused = await approve('u-click', 'one more?');
+  await until(async () => (await statusOf(refused)) === 'failed', { what: 'the next in-app message refused' });
+  assert.equal(messages.length, 1);
+  assert.deepEqual(errors, []);
+  await client.shutdown();
+});
+
+test('reportClick without a stream token says what it needs', async () => {
+  const { client } = await identified('u-click2');
+  await assert.rejects(client.reportClick('x'), /needs init\(\{inAppToken\}\)/);
+  await client.shutdown();
+});
