@@ -9,50 +9,22 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 
-import psycopg
 import pytest
-import redis
 import requests
 
 from cs_daemon import migrate
 from cs_daemon.config import Settings
-from cs_daemon.db import dispose_engines
 from cs_daemon.jobs import broker as jobs_broker
-from cs_daemon.jobs.heartbeat import last_beat_age
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
-from tests.conftest import PG, REDIS, _pg_conninfo, auth
+from tests.conftest import REDIS, auth
+from tests.integration.conftest import running_worker
 from tests.support.processes import CS, Deadline, Service, Tree, free_port, poll_http, service_env
 from tests.support.sse import AppServer, SseClient
 from webapp import create_app
 
 SECRET = "in-app-cross-process-secret"
-
-
-@pytest.fixture
-def database():
-    name = f"cs_inapp_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(_pg_conninfo(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{PG}/{name}"
-    finally:
-        dispose_engines()
-        with psycopg.connect(_pg_conninfo(), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def prefix():
-    value = f"csinapp-{uuid.uuid4().hex[:8]}"
-    yield value
-    client = redis.Redis.from_url(REDIS)
-    keys = list(client.scan_iter(f"{value}:*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
 
 
 @pytest.fixture
@@ -76,20 +48,8 @@ def api(rt):
 
 @pytest.fixture
 def worker(rt, tmp_path):
-    s = rt.settings
-    env = service_env(DATABASE_URL=s.database_url, REDIS_URL=s.redis_url, CS_REDIS_PREFIX=s.cs_redis_prefix,
-                      CS_SECRET_KEY=SECRET, CS_DATA_DIR=str(tmp_path / "data"))
-    tree = Tree(Service([CS, "worker", "--processes", "1", "--threads", "2"], env=env, cwd=tmp_path,
-                        log=tmp_path / "worker.err", new_session=True))
-    try:
-        deadline = Deadline(30)
-        while last_beat_age(rt.cache) is None:
-            tree.record()
-            assert tree.root.proc.poll() is None and deadline, f"worker not up\n{tree.root.describe()}"
-            time.sleep(0.05)
+    with running_worker(rt, tmp_path) as tree:
         yield tree
-    finally:
-        tree.kill()
 
 
 @pytest.fixture
