@@ -213,3 +213,107 @@ def test_the_engine_dispatches_an_external_action_it_picks(client, tenant, rt, p
     body = json.loads(req.body)
     assert body["action_type"] == "award_points" and body["parameters"] == {"points": 10}
     assert float(body["confidence"]) > 0 and body["reasoning"]
+
+
+def test_a_receiver_failing_then_succeeding_follows_the_retry_schedule(client, tenant, rt, clock, partner, receiver):
+    from cs_daemon.delivery.models import DeliveryAttempt
+
+    key, _ = partner
+    receiver.script = [500, 503, 200]
+    start = clock.now()
+    action = client.post("/api/external/actions", headers=auth(key), json={
+        "action_type": "award_points", "user_id": "u1", "parameters": {"points": 3}}).json["action"]
+    _run(rt, tenant)                                       # +0: 500
+    clock.advance(seconds=29)
+    _run(rt, tenant)                                       # not yet due
+    assert len(receiver.requests) == 1
+    clock.advance(seconds=1)
+    _run(rt, tenant)                                       # +30 s: 503
+    clock.advance(seconds=119)
+    _run(rt, tenant)
+    assert len(receiver.requests) == 2
+    clock.advance(seconds=1)
+    _run(rt, tenant)                                       # +2 min after that: 200
+    clock.advance(hours=3)
+    _run(rt, tenant)                                       # nothing more
+    assert len(receiver.requests) == 3
+    assert {r.headers["X-Service-Action-Id"] for r in receiver.requests} == {action["id"]}
+    with rt.session(tenant.id) as s:
+        attempts = s.scalars(select(DeliveryAttempt).order_by(DeliveryAttempt.number)).all()
+        assert [(a.number, a.at - start, a.status_code) for a in attempts] == [
+            (1, timedelta(0), 500), (2, timedelta(seconds=30), 503), (3, timedelta(seconds=150), 200)]
+    listed = client.get("/api/external/actions", headers=auth(tenant.key)).json["actions"][0]
+    assert listed["status"] == "delivered" and listed["attempts"] == 3
+
+
+# Each row of the spec's permission table (Authentication, point 4), both ways: a key with
+# the row's permission (and with full) passes, keys with every other permission are 403.
+ROWS = {
+    "action type create": (["manage"], lambda c, h, ctx: c.post("/api/external/action-types", headers=h, json={
+        "name": f"t_{ctx['n']}", "description": "d", "provider": "p", "parameters_schema": {},
+        "delivery_webhook": ctx["url"]})),
+    "action type update": (["manage"], lambda c, h, ctx: c.put(f"/api/external/action-types/{ctx['type_id']}",
+                                                               headers=h, json={"description": "better"})),
+    "action type deactivate": (["manage"], lambda c, h, ctx: c.delete(f"/api/external/action-types/{ctx['spare_id']}",
+                                                                      headers=h)),
+    "report outcome": (["manage"], lambda c, h, ctx: c.post(f"/api/external/actions/{ctx['action_id']}/outcome",
+                                                            headers=h, json={"status": "completed"})),
+    "push events": (["ingest"], lambda c, h, ctx: c.post("/api/external/events", headers=h, json={"events": [
+        {"type": "custom.loyalty.tier_up", "user_id": "u1"}]})),
+    "emit event": (["ingest"], lambda c, h, ctx: c.post("/api/external/events/emit", headers=h, json={
+        "type": "custom.loyalty.tier_up", "user_id": "u1"})),
+    "get recommendation": (["decide"], lambda c, h, ctx: c.post("/api/decisions/recommend", headers=h, json={
+        "user_id": "u1", "available_actions": ["award_points"]})),
+    "list actions": (["read"], lambda c, h, ctx: c.get("/api/external/actions", headers=h)),
+}
+PERMISSIONS = ("read", "manage", "ingest", "decide", "full")
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_each_permission_row_is_enforced_both_ways(client, tenant, rt, partner, receiver, row):
+    key, created = partner
+    spare = client.post("/api/external/action-types", headers=auth(key), json={
+        "name": "spare", "description": "d", "provider": "p", "parameters_schema": {},
+        "delivery_webhook": receiver.url}).json["action_type"]
+    ctx = {"url": receiver.url, "type_id": created["id"], "spare_id": spare["id"], "n": 0}
+    allowed, call = ROWS[row]
+    for permission in PERMISSIONS:
+        ctx["n"] += 1
+        if row == "report outcome":       # a fresh action each time: an outcome is reported once
+            ctx["action_id"] = client.post("/api/external/actions", headers=auth(key), json={
+                "action_type": "award_points", "user_id": "u1", "parameters": {"points": 1}}).json["action"]["id"]
+            _run(rt, tenant)
+        if row == "action type deactivate":
+            client.put(f"/api/external/action-types/{spare['id']}", headers=auth(key), json={"active": True})
+        resp = call(client, auth(tenant.issue("editor", [permission])), ctx)
+        if permission in allowed or permission == "full":
+            assert resp.status_code < 300, (row, permission, resp.status_code, resp.json)
+        else:
+            assert resp.status_code == 403 and resp.json["code"] == "forbidden", (row, permission, resp.status_code)
+
+
+def test_platform_connect_and_disconnect_need_the_admin_role_both_ways(client, tenant):
+    body = {"credentials": {"webhook_url": "http://127.0.0.1:9/chat"}}
+    for role in ("editor", "viewer"):
+        h = auth(tenant.issue(role, ["full"]))
+        for path in ("connect", "disconnect"):
+            resp = client.post(f"/api/external/platforms/team_chat/{path}", headers=h, json=body)
+            assert resp.status_code == 403 and resp.json["code"] == "forbidden", (role, path)
+    admin = auth(tenant.issue("admin", ["full"]))
+    assert client.post("/api/external/platforms/team_chat/connect", headers=admin, json=body).status_code == 200
+    assert client.post("/api/external/platforms/team_chat/disconnect", headers=admin).status_code == 200
+
+
+def test_a_bad_custom_event_type_is_refused_while_its_neighbours_are_accepted(client, tenant):
+    h = auth(tenant.key)
+    resp = client.post("/api/external/events", headers=h, json={"events": [
+        {"type": "custom.loyalty.points_awarded", "user_id": "u1", "data": {"points": 5}},
+        {"type": "Custom.Bad", "user_id": "u1"},
+        {"type": "custom.support.ticket_closed", "user_id": "u1"},
+    ]})
+    assert resp.status_code == 200
+    assert resp.json == {"accepted": 2, "rejected": 1,
+                         "errors": [{"index": 1, "field": "type", "message": resp.json["errors"][0]["message"]}]}
+    events = client.get("/api/customers/u1", headers=h).json["events"]
+    assert sorted(e["event"] for e in events if e["source"] == "external") == [
+        "custom.loyalty.points_awarded", "custom.support.ticket_closed"]
