@@ -13,8 +13,11 @@ By itself it
      external actions), a set of user contexts (Facts with precomputed event counts, an
      e-mail or not, a time zone, opt-outs) and a History each; then times, interleaved
      over --passes passes, per user:
-       decide:  cs_daemon.engine.decisions.decide(user, specs, history, now=NOW, every=True)
-                (the dry run's call: every playbook considered, a verdict for each);
+       decide:  cs_daemon.engine.decisions.decide(user, playbooks, history, now=NOW, every=True)
+                (the dry run's call: every playbook considered, a verdict for each), with
+                playbooks = PlaybookSet(specs) built once before the timing, as the
+                service keeps it per set of playbooks (and as the hand-written function is
+                generated once);
        hand:    a Python function generated from the same 50 playbooks - plain if-statements
                 per playbook, the conditions written out with the same semantics (missing
                 values never compare, numbers never equal text), the constraints inlined,
@@ -74,7 +77,7 @@ if str(ROOT) not in sys.path:
 
 from cs_daemon.engine import conditions  # noqa: E402
 from cs_daemon.engine.decisions import (  # noqa: E402
-    CHANNELS, History, PlaybookSpec, UserContext, confidence_of, decide, max_per_user, score_of,
+    CHANNELS, History, PlaybookSet, PlaybookSpec, UserContext, confidence_of, decide, max_per_user, score_of,
 )
 
 PG = os.environ.get("CS_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -221,12 +224,9 @@ def make_playbooks(seed: int) -> list[dict]:
 
 
 def event_clauses(playbooks) -> list[tuple[str, float | None]]:
-    from cs_daemon.decisions.context import _event_clauses
-
     out: set = set()
     for pb in playbooks:
-        _event_clauses(pb["entry_conditions"], out)
-        _event_clauses(pb["exit_conditions"], out)
+        out |= conditions.event_clauses(pb["entry_conditions"]) | conditions.event_clauses(pb["exit_conditions"])
     return sorted(out, key=lambda c: (c[0], c[1] or 0))
 
 
@@ -498,12 +498,13 @@ def compile_hand(specs: list[PlaybookSpec], *, early_exit: bool = False):
 
 
 def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) -> dict:
+    playbooks = PlaybookSet(specs)
     hand, src = compile_hand(specs)
     early, _ = compile_hand(specs, early_exit=True)
     # agreement, user by user
     diffs = []
     for case in users:
-        made = decide(case.user, specs, case.history, now=NOW, every=True)
+        made = decide(case.user, playbooks, case.history, now=NOW, every=True)
         got = hand(case.user, case.counts, case.history, NOW)
         want = (made.matched_playbooks, made.playbook_id, made.action, made.channel)
         if got != want:
@@ -515,7 +516,7 @@ def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) ->
 
     def run_decide():
         for case in users:
-            decide(case.user, specs, case.history, now=NOW, every=True)
+            decide(case.user, playbooks, case.history, now=NOW, every=True)
 
     def run_hand():
         for case in users:
@@ -534,8 +535,8 @@ def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) ->
             fn()
             stats[label].append((time.perf_counter() - t0) / len(users) * 1e6)
     picked = sum(1 for case in users
-                 if decide(case.user, specs, case.history, now=NOW, every=True).playbook_id is not None)
-    matched = statistics.fmean(decide(c.user, specs, c.history, now=NOW, every=True).matched_playbooks
+                 if decide(case.user, playbooks, case.history, now=NOW, every=True).playbook_id is not None)
+    matched = statistics.fmean(decide(c.user, playbooks, c.history, now=NOW, every=True).matched_playbooks
                                for c in users)
     return {"stats": stats, "diffs": diffs, "src_lines": src.count("\n"), "picked": picked, "matched": matched,
             "src": src}

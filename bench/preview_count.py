@@ -477,10 +477,9 @@ class Methods:
     def python(self, tree: Tree, lo: str, hi: str) -> int:
         """The naive way on the user range [lo, hi): fetch users and the event counts the
         tree asks for, then evaluate in memory."""
-        from cs_daemon.decisions.context import _event_clauses
         from cs_daemon.engine import conditions
 
-        clauses = sorted(_event_clauses(tree.tree, set()), key=lambda c: (c[0], c[1] or 0))
+        clauses = sorted(conditions.event_clauses(tree.tree), key=lambda c: (c[0], c[1] or 0))
         fields = list(conditions.COLUMN_FIELDS)
         with self.raw.cursor() as cur:
             cur.execute(f"SELECT id, {', '.join(fields)}, traits, last_activity_at, created_at FROM customers "

@@ -6,11 +6,12 @@ import json
 import logging
 
 from flask import Flask, Response, g
+from sqlalchemy.orm.exc import StaleDataError
 from werkzeug.exceptions import HTTPException
 
 from cs_daemon.clock import Clock
 from cs_daemon.config import Settings, load_settings
-from cs_daemon.errors import ServiceError
+from cs_daemon.errors import Conflict, ServiceError
 from cs_daemon.runtime import Runtime
 
 from . import browser
@@ -73,6 +74,11 @@ def _install_error_handlers(app: Flask) -> None:
         if status == 405 and exc.valid_methods:  # type: ignore[attr-defined]
             resp.headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
         return resp
+
+    @app.errorhandler(StaleDataError)
+    def _changed_meanwhile(exc: StaleDataError):
+        # a row with a revision (a playbook) was updated by another request first
+        return error_response(Conflict("it was changed by another request meanwhile; read it again and retry"))
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from ..customers.models import Customer, Event
 from ..engine import conditions
-from ..engine.decisions import History, PlaybookSpec, UserContext
+from ..engine.decisions import History, PlaybookSet, PlaybookSpec, UserContext
 from ..interventions.models import Intervention
 from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
@@ -17,23 +17,16 @@ from ..playbooks.models import Playbook
 COUNTED = ("planned", "approved", "sent", "delivered", "failed")   # what a user actually got or will get
 
 
-def specs(session: Session, active: list[Playbook] | None = None) -> list[PlaybookSpec]:
+def specs(session: Session, active: list[Playbook] | None = None) -> PlaybookSet:
+    """The tenant's active playbooks, compiled: once per process for as long as the same
+    playbooks are active, none is edited (every update moves its revision) and no success
+    rate moves."""
     rates = playbooks.success_rates(session)
-    return [PlaybookSpec(p.id, p.name, p.entry_conditions or {}, p.exit_conditions or {}, p.constraints or {},
-                         p.strategy_hints or {}, rates.get(p.id), p.lifecycle_area)
-            for p in (active if active is not None else playbooks.active(session))]
-
-
-def _event_clauses(tree, out: set) -> set:
-    node = conditions.fields_of(tree)
-    for key in ("all", "any"):
-        for child in node.get(key, []):
-            _event_clauses(child, out)
-    if "not" in node:
-        _event_clauses(node["not"], out)
-    if "event" in node:
-        out.add((node["event"], node.get("within_days")))
-    return out
+    rows = active if active is not None else playbooks.active(session)
+    key = (session.info.get("tenant_id"),) + tuple((p.id, p.revision, rates.get(p.id)) for p in rows)
+    return PlaybookSet.cached(key, lambda: [
+        PlaybookSpec(p.id, p.name, p.entry_conditions or {}, p.exit_conditions or {}, p.constraints or {},
+                     p.strategy_hints or {}, rates.get(p.id), p.lifecycle_area) for p in rows])
 
 
 def event_counts(session: Session, user_id: str, clauses: set, now: datetime) -> dict:
@@ -52,12 +45,8 @@ def event_counts(session: Session, user_id: str, clauses: set, now: datetime) ->
     return dict(zip(ordered, row))
 
 
-def user_context(session: Session, customer: Customer, specs_: list[PlaybookSpec], now: datetime) -> UserContext:
-    clauses: set = set()
-    for spec in specs_:
-        _event_clauses(spec.entry_conditions, clauses)
-        _event_clauses(spec.exit_conditions, clauses)
-    counts = event_counts(session, customer.id, clauses, now)
+def user_context(session: Session, customer: Customer, specs_: PlaybookSet, now: datetime) -> UserContext:
+    counts = event_counts(session, customer.id, specs_.event_clauses, now)
     facts = conditions.Facts(
         values={f: getattr(customer, f) for f in conditions.COLUMN_FIELDS}, traits=customer.traits or {},
         last_activity_at=customer.last_activity_at, created_at=customer.created_at, now=now,

@@ -163,6 +163,16 @@ def fields_of(tree: dict | None) -> dict:
     return {k: v for k, v in (tree or {}).items() if k not in ROOT_SETTINGS}
 
 
+def event_clauses(tree: dict | None) -> set[tuple[str, float | None]]:
+    """The (event name, within_days) pairs whose counts the tree asks for."""
+    node, found = fields_of(tree), set()
+    for child in node.get("all", []) + node.get("any", []) + ([node["not"]] if "not" in node else []):
+        found |= event_clauses(child)
+    if "event" in node:
+        found.add((node["event"], node.get("within_days")))
+    return found
+
+
 # -- shared by both back ends ------------------------------------------------------------
 
 AT_LEAST_ONE = {"op": "gte", "value": 1}
@@ -291,119 +301,20 @@ def _compare(op: str, actual, expected) -> bool:
 
 # -- in memory: the tree compiled --------------------------------------------------------
 #
-# Each node becomes a closure with its operator, value and kind checks resolved once, so a
-# decision over many playbooks does no tree walking, validation or dispatch per user.
+# A tree becomes one Python expression, with every operator, kind check and value resolved
+# when it is compiled, and many trees become one function that tests them all in a row
+# (compile_many), so a decision over a tenant's playbooks costs about what hand-written
+# if-statements do. The source holds no value from the tree: values are constants bound by
+# name (k0, k1, ...) in the function's namespace, so nothing in a tree can become code.
 # Column fields hold values of their declared kind (text or number), as loaded from the
 # database; traits are checked per value, as in `_compare`.
 
 Test = Callable[[Facts], bool]
 
-
-def compile_tree(tree: dict | None) -> Test:
-    """The tree (already validated) as one function of a user's Facts."""
-    return _compiled(fields_of(tree))
-
-
-def _always(facts: Facts) -> bool:
-    return True
-
-
-def _never(facts: Facts) -> bool:
-    return False
-
-
-def _compiled(node: dict) -> Test:
-    if not node:
-        return _always
-    if "all" in node:
-        return _all_of(tuple(_compiled(fields_of(c)) for c in cheap_first(node["all"])))
-    if "any" in node:
-        return _any_of(tuple(_compiled(fields_of(c)) for c in cheap_first(node["any"])))
-    if "not" in node:
-        child = _compiled(fields_of(node["not"]))
-        return lambda facts: not child(facts)
-    if "event" in node:
-        return _event_test(node)
-    field, op, value = node["field"], node["op"], node["value"]
-    if field.startswith("traits."):
-        return _trait_test(field[7:], op, value)
-    if field in DERIVED_FIELDS:
-        return _elapsed_test(field, op, value)
-    return _column_test(field, COLUMN_FIELDS[field], op, value)
-
-
-def _all_of(tests: tuple[Test, ...]) -> Test:
-    if len(tests) == 1:
-        return tests[0]
-
-    def all_of(facts: Facts) -> bool:
-        for test in tests:
-            if not test(facts):
-                return False
-        return True
-    return all_of
-
-
-def _any_of(tests: tuple[Test, ...]) -> Test:
-    if len(tests) == 1:
-        return tests[0]
-
-    def any_of(facts: Facts) -> bool:
-        for test in tests:
-            if test(facts):
-                return True
-        return False
-    return any_of
-
-
-def _event_test(node: dict) -> Test:
-    name, within = node["event"], node.get("within_days")
-    count = node.get("count", AT_LEAST_ONE)
-    compare, wanted = COMPARE[count["op"]], count["value"]
-    return lambda facts: compare(facts.event_count(name, within), wanted)
-
-
-def _column_test(name: str, kind: str, op: str, value) -> Test:
-    if op == "exists":
-        if value:
-            return lambda facts: facts.values.get(name) is not None
-        return lambda facts: facts.values.get(name) is None
-    if op == "contains":
-        if kind != "text" or not isinstance(value, str):
-            return _never
-        return lambda facts: (v := facts.values.get(name)) is not None and value in v
-    if op in ("in", "nin"):
-        same = frozenset(v for v in value if _kind(v) == kind)
-        if op == "in":
-            return (lambda facts: facts.values.get(name) in same) if same else _never
-        return lambda facts: (v := facts.values.get(name)) is not None and v not in same
-    if _kind(value) != kind:
-        return _never
-    compare = COMPARE[op]
-    return lambda facts: (v := facts.values.get(name)) is not None and compare(v, value)
-
-
-def _elapsed_test(field: str, op: str, value) -> Test:
-    attribute = "last_activity_at" if field == "days_since_last_activity" else "created_at"
-    then = operator.attrgetter(attribute)
-    if op == "exists":
-        if value:
-            return lambda facts: then(facts) is not None
-        return lambda facts: then(facts) is None
-    if op in ("in", "nin"):
-        spans = frozenset(d for d in (span(v) for v in value if _number(v)) if d is not None)
-        hit = (lambda facts: (t := then(facts)) is not None and facts.now - t in spans)
-        if op == "in":
-            return hit
-        return lambda facts: then(facts) is not None and not hit(facts)
-    if op == "contains" or not _number(value):
-        return _never
-    duration = span(value)
-    if duration is None:
-        result = COMPARE[op](0, value)
-        return (lambda facts: then(facts) is not None) if result else _never
-    compare = COMPARE[op]
-    return lambda facts: (t := then(facts)) is not None and compare(facts.now - t, duration)
+# what the generated function binds from Facts, once per call
+_PROLOGUE = ("g = f.values.get", "t = f.traits.get", "ec = f.event_count", "now = f.now",
+             "la = f.last_activity_at", "ca = f.created_at")
+_OPERATOR = {"eq": "==", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 
 
 def _finite_number(value) -> bool:
@@ -411,31 +322,136 @@ def _finite_number(value) -> bool:
     return kind is int or (kind is float and -math.inf < value < math.inf)
 
 
-def _trait_test(key: str, op: str, value) -> Test:
-    if op == "exists":
-        if value:
-            return lambda facts: facts.traits.get(key) is not None
-        return lambda facts: facts.traits.get(key) is None
-    if op == "contains":
-        if isinstance(value, str):
-            return lambda facts: type(t := facts.traits.get(key)) in (str, list) and value in t
-        return lambda facts: type(t := facts.traits.get(key)) is list and any(
-            _finite_number(item) and item == value for item in t)
-    if op in ("in", "nin"):
-        texts = frozenset(v for v in value if isinstance(v, str))
-        numbers = frozenset(v for v in value if _number(v))
-        inside = op == "in"
+def _trait_member(value, texts: frozenset, numbers: frozenset) -> bool | None:
+    """Whether a trait value is in an in/nin list: None when it is of no comparable kind."""
+    if type(value) is str:
+        return value in texts
+    if _finite_number(value):
+        return value in numbers
+    return None
 
-        def member(facts: Facts) -> bool:
-            t = facts.traits.get(key)
-            if type(t) is str:
-                return (t in texts) is inside
-            return _finite_number(t) and (t in numbers) is inside
-        return member
-    compare = COMPARE[op]
-    if isinstance(value, str):
-        return lambda facts: type(t := facts.traits.get(key)) is str and compare(t, value)
-    return lambda facts: _finite_number(t := facts.traits.get(key)) and compare(t, value)
+
+def _trait_holds(value, wanted) -> bool:
+    """`contains` with a number: an array trait holding it."""
+    return type(value) is list and any(_finite_number(item) and item == wanted for item in value)
+
+
+class _Source:
+    """Builds the expression of one or more trees; `names` are the constants it binds."""
+
+    def __init__(self):
+        self.names: dict[str, Any] = {"_fin": _finite_number, "_member": _trait_member, "_holds": _trait_holds}
+        self.reads: dict[tuple[str, str], str] = {}     # (column|trait, name) -> local, read once a call
+
+    def read(self, where: str, name: str) -> str:
+        """A local holding the user's column or trait `name`, read in the prologue."""
+        local = self.reads.get((where, name))
+        if local is None:
+            local = self.reads[(where, name)] = f"{where[0]}{len(self.reads)}"
+        return local
+
+    def const(self, value) -> str:
+        name = f"k{len(self.names)}"
+        self.names[name] = value
+        return name
+
+    def node(self, node: dict) -> str:
+        if not node:
+            return "True"
+        if "all" in node or "any" in node:
+            key = "all" if "all" in node else "any"
+            parts = [self.node(fields_of(c)) for c in cheap_first(node[key])]
+            if not parts:
+                return "True" if key == "all" else "False"
+            return "(" + (" and " if key == "all" else " or ").join(parts) + ")"
+        if "not" in node:
+            return f"(not {self.node(fields_of(node['not']))})"
+        if "event" in node:
+            count = node.get("count", AT_LEAST_ONE)
+            return (f"(ec({self.const(node['event'])}, {self.const(node.get('within_days'))}) "
+                    f"{_OPERATOR[count['op']]} {self.const(count['value'])})")
+        field, op, value = node["field"], node["op"], node["value"]
+        if field.startswith("traits."):
+            return self.trait(field[7:], op, value)
+        if field in DERIVED_FIELDS:
+            return self.elapsed("la" if field == "days_since_last_activity" else "ca", op, value)
+        return self.column(field, COLUMN_FIELDS[field], op, value)
+
+    def column(self, name: str, kind: str, op: str, value) -> str:
+        x = self.read("column", name)
+        if op == "exists":
+            return f"({x} is {'not ' if value else ''}None)"
+        if op == "contains":
+            if kind != "text" or not isinstance(value, str):
+                return "False"
+            return f"({x} is not None and {self.const(value)} in {x})"
+        if op in ("in", "nin"):
+            same = frozenset(v for v in value if _kind(v) == kind)
+            if op == "in":
+                return f"({x} in {self.const(same)})" if same else "False"
+            return f"({x} is not None and {x} not in {self.const(same)})"
+        if _kind(value) != kind:
+            return "False"
+        return f"({x} is not None and {x} {_OPERATOR[op]} {self.const(value)})"
+
+    def elapsed(self, then: str, op: str, value) -> str:
+        if op == "exists":
+            return f"({then} is {'not ' if value else ''}None)"
+        if op in ("in", "nin"):
+            spans = frozenset(d for d in (span(v) for v in value if _number(v)) if d is not None)
+            hit = f"(now - {then}) in {self.const(spans)}"
+            return f"({then} is not None and {'' if op == 'in' else 'not '}{hit})"
+        if op == "contains" or not _number(value):
+            return "False"
+        duration = span(value)
+        if duration is None:          # beyond any datetime: the sign decides
+            return f"({then} is not None)" if COMPARE[op](0, value) else "False"
+        return f"({then} is not None and (now - {then}) {_OPERATOR[op]} {self.const(duration)})"
+
+    def trait(self, key: str, op: str, value) -> str:
+        x = self.read("trait", key)
+        if op == "exists":
+            return f"({x} is {'not ' if value else ''}None)"
+        if op == "contains":
+            if isinstance(value, str):
+                return f"(type({x}) in (str, list) and {self.const(value)} in {x})"
+            return f"_holds({x}, {self.const(value)})"
+        if op in ("in", "nin"):
+            texts = self.const(frozenset(v for v in value if isinstance(v, str)))
+            numbers = self.const(frozenset(v for v in value if _number(v)))
+            member = f"_member({x}, {texts}, {numbers})"
+            return f"({member} is True)" if op == "in" else f"({member} is False)"
+        if isinstance(value, str):
+            return f"(type({x}) is str and {x} {_OPERATOR[op]} {self.const(value)})"
+        return f"(_fin({x}) and {x} {_OPERATOR[op]} {self.const(value)})"
+
+    def prologue(self) -> list[str]:
+        lines = list(_PROLOGUE)
+        for (where, name), local in self.reads.items():
+            lines.append(f"{local} = {'g' if where == 'column' else 't'}({self.const(name)})")
+        return lines
+
+    def function(self, name: str, body: list[str]) -> Callable:
+        source = "\n    ".join([f"def {name}(f):", *self.prologue(), *body])
+        namespace = dict(self.names)
+        exec(compile(source, f"<conditions:{name}>", "exec"), namespace)
+        return namespace[name]
+
+
+def compile_tree(tree: dict | None) -> Test:
+    """The tree (already validated) as one function of a user's Facts."""
+    src = _Source()
+    return src.function("test", [f"return bool({src.node(fields_of(tree))})"])
+
+
+def compile_many(trees: list[dict | None]) -> Callable[[Facts], list[int]]:
+    """The trees (already validated) as one function answering the indices of those that
+    match, in order."""
+    src = _Source()
+    body = ["m = []"]
+    for i, tree in enumerate(trees):
+        body += [f"if {src.node(fields_of(tree))}:", f"    m.append({i})"]
+    return src.function("matching", body + ["return m"])
 
 
 # -- SQL ---------------------------------------------------------------------------------

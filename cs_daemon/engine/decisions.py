@@ -9,9 +9,11 @@ verdict with its reason (the dry run's `rules`). docs/decisions.md states the ru
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
-from typing import Iterable
+from typing import Callable, Iterable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from . import conditions
@@ -81,7 +83,68 @@ class Decision:
     severity: str | None = None
     action_type: str | None = None
     matched_playbooks: int = 0
-    rules: dict[str, Verdict] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)     # of the matched playbooks
+    considered: tuple[PlaybookSpec, ...] = ()
+
+    @property
+    def rules(self) -> dict[str, Verdict]:
+        """Every playbook's verdict, in order; those whose entry conditions did not match
+        are made only here, when asked (a dry run), not on every decision."""
+        return {pb.id: self.verdicts.get(pb.id) or Verdict(pb.id, pb.name, False, "not_matched",
+                                                            "entry conditions not met")
+                for pb in self.considered}
+
+
+class PlaybookSet:
+    """A tenant's active playbooks ready to decide with: every entry condition compiled
+    into one function, exit conditions compiled, and each playbook's confidence and rank
+    score worked out. Build it once per set of playbooks (`of` keeps recent ones)."""
+
+    def __init__(self, playbooks: Iterable[PlaybookSpec]):
+        self.playbooks = tuple(playbooks)
+        self.matching = conditions.compile_many([pb.entry_conditions for pb in self.playbooks])
+        self.exit_met = [conditions.compile_tree(pb.exit_conditions) if conditions.fields_of(pb.exit_conditions)
+                         else None for pb in self.playbooks]
+        self.confidence = [confidence_of(pb) for pb in self.playbooks]
+        self.score = [score_of(pb) for pb in self.playbooks]
+        self.leaves = [leaf_count(pb.entry_conditions) for pb in self.playbooks]
+        # the (event name, within_days) counts the conditions ask of a user
+        self.event_clauses = frozenset().union(*(conditions.event_clauses(tree) for pb in self.playbooks
+                                                 for tree in (pb.entry_conditions, pb.exit_conditions)))
+
+    def __iter__(self):
+        return iter(self.playbooks)
+
+    def __len__(self) -> int:
+        return len(self.playbooks)
+
+    _recent: dict[tuple, "PlaybookSet"] = {}
+    RECENT = 256
+
+    @classmethod
+    def of(cls, playbooks: "PlaybookSet | Iterable[PlaybookSpec]") -> "PlaybookSet":
+        """The set of these playbooks, compiled once per distinct set in this process."""
+        if isinstance(playbooks, PlaybookSet):
+            return playbooks
+        playbooks = tuple(playbooks)
+        return cls.cached(tuple(_fingerprint(pb) for pb in playbooks), lambda: playbooks)
+
+    @classmethod
+    def cached(cls, key: tuple, playbooks: Callable[[], Iterable[PlaybookSpec]]) -> "PlaybookSet":
+        """The set remembered under `key` (which must change whenever a playbook does), made
+        from `playbooks()` the first time."""
+        found = cls._recent.get(key)
+        if found is None:
+            if len(cls._recent) >= cls.RECENT:
+                cls._recent.pop(next(iter(cls._recent)))
+            found = cls._recent[key] = cls(playbooks())
+        return found
+
+
+def _fingerprint(pb: PlaybookSpec) -> tuple:
+    dump = functools.partial(json.dumps, sort_keys=True, default=str)
+    return (pb.id, pb.name, dump(pb.entry_conditions), dump(pb.exit_conditions), dump(pb.constraints),
+            dump(pb.strategy_hints), pb.success_rate, pb.lifecycle_area)
 
 
 def leaf_count(tree: dict | None) -> int:
@@ -117,40 +180,38 @@ def considered(pb: PlaybookSpec, *, events: frozenset[str], state_changed: bool,
     return not events or state_changed
 
 
-def decide(user: UserContext, playbooks: list[PlaybookSpec], history: History, *, now: datetime,
-           events: Iterable[str] = (), state_changed: bool = False, every: bool = False) -> Decision:
+def decide(user: UserContext, playbooks: PlaybookSet | list[PlaybookSpec], history: History, *,
+           now: datetime, events: Iterable[str] = (), state_changed: bool = False, every: bool = False) -> Decision:
     """`events`: the event names that arrived (none on the sweep); `every` (dry runs)
     considers every playbook as if its trigger had fired."""
     events = frozenset(events)
-    decision = Decision(action="none")
-    eligible: list[tuple[float, PlaybookSpec, Verdict]] = []
-    for pb in playbooks:
-        matched = conditions.evaluate(pb.entry_conditions, user.facts)
-        decision.matched_playbooks += matched
-        verdict = Verdict(pb.id, pb.name, matched, "not_matched", "entry conditions not met")
-        decision.rules[pb.id] = verdict
-        if not matched:
-            continue
+    pset = PlaybookSet.of(playbooks)
+    matched = pset.matching(user.facts)
+    decision = Decision(action="none", matched_playbooks=len(matched), considered=pset.playbooks)
+    eligible: list[tuple[float, PlaybookSpec, Verdict, int]] = []
+    for i in matched:
+        pb = pset.playbooks[i]
+        verdict = decision.verdicts[pb.id] = Verdict(pb.id, pb.name, True, "not_matched", "")
         if not considered(pb, events=events, state_changed=state_changed, every=every):
             verdict.verdict, verdict.why = "not_triggered", f"waits for its trigger event {pb.trigger!r}"
             continue
-        blocked = _blocked(pb, user, history, now, verdict)
+        blocked = _blocked(pset, i, user, history, now, verdict)
         if blocked:
             verdict.verdict, verdict.why = "rejected", blocked
             continue
-        verdict.verdict, verdict.why, verdict.score = "eligible", "entry conditions met, no constraint blocks it", score_of(pb)
-        eligible.append((verdict.score, pb, verdict))
+        verdict.verdict, verdict.why, verdict.score = "eligible", "entry conditions met, no constraint blocks it", pset.score[i]
+        eligible.append((verdict.score, pb, verdict, i))
     if not eligible:
-        decision.reason = _why_none(playbooks, decision)
+        decision.reason = _why_none(pset.playbooks, decision)
         return decision
     eligible.sort(key=lambda item: (-item[0], item[1].name, item[1].id))
-    _, pb, verdict = eligible[0]
+    _, pb, verdict, i = eligible[0]
     verdict.verdict = "picked"
-    _fill(decision, pb, verdict, len(eligible))
+    _fill(decision, pb, verdict, len(eligible), pset.leaves[i])
     return decision
 
 
-def _fill(decision: Decision, pb: PlaybookSpec, verdict: Verdict, eligible: int) -> None:
+def _fill(decision: Decision, pb: PlaybookSpec, verdict: Verdict, eligible: int, leaves: int) -> None:
     hints = pb.strategy_hints
     decision.playbook_id, decision.confidence = pb.id, verdict.confidence
     if hints.get("escalate"):
@@ -164,15 +225,15 @@ def _fill(decision: Decision, pb: PlaybookSpec, verdict: Verdict, eligible: int)
         decision.action, decision.channel = "send", verdict.channel
         how = f"send on {verdict.channel}"
     rate = "no outcomes yet" if pb.success_rate is None else f"success rate {pb.success_rate:.0%}"
-    decision.reasoning = (f"Playbook {pb.name!r} matches ({leaf_count(pb.entry_conditions)} conditions) and ranks "
+    decision.reasoning = (f"Playbook {pb.name!r} matches ({leaves} conditions) and ranks "
                           f"first of {eligible} eligible (priority {pb.strategy_hints.get('priority') or 0}, {rate}); "
                           f"{how}.")
 
 
-def _why_none(playbooks: list[PlaybookSpec], decision: Decision) -> str:
+def _why_none(playbooks: tuple[PlaybookSpec, ...], decision: Decision) -> str:
     if not playbooks:
         return "no active playbooks"
-    verdicts = list(decision.rules.values())
+    verdicts = list(decision.verdicts.values())
     rejected = [v for v in verdicts if v.verdict == "rejected"]
     if rejected:
         return f"every matching playbook is blocked; {rejected[0].name}: {rejected[0].why}"
@@ -182,11 +243,14 @@ def _why_none(playbooks: list[PlaybookSpec], decision: Decision) -> str:
     return "no playbook's entry conditions match"
 
 
-def _blocked(pb: PlaybookSpec, user: UserContext, history: History, now: datetime, verdict: Verdict) -> str | None:
+def _blocked(pset: PlaybookSet, i: int, user: UserContext, history: History, now: datetime,
+             verdict: Verdict) -> str | None:
+    pb = pset.playbooks[i]
     c, hints = pb.constraints or {}, pb.strategy_hints or {}
-    if pb.exit_conditions and conditions.evaluate(pb.exit_conditions, user.facts):
+    exit_met = pset.exit_met[i]
+    if exit_met is not None and exit_met(user.facts):
         return "exit conditions already met"
-    verdict.confidence = confidence_of(pb)
+    verdict.confidence = pset.confidence[i]
     user_facing = not hints.get("escalate") and not hints.get("action_type")
     if user_facing:
         channel, why = choose_channel(c, hints, user)

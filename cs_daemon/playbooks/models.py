@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Index
+from sqlalchemy import Column, Index, Integer, text
 from sqlmodel import Field
 
 from ..db import TenantOwned, id_field, json_field, time_field
 
 STATUSES = ("draft", "active", "paused", "archived")
+_REVISION = Column("revision", Integer, nullable=False, server_default=text("1"))
 
 
 class Playbook(TenantOwned, table=True):
@@ -26,3 +27,8 @@ class Playbook(TenantOwned, table=True):
     created_at: datetime = time_field(nullable=False)
     updated_at: datetime = time_field(nullable=False)
     status_changed_at: datetime | None = time_field()
+    # moved by SQLAlchemy on every UPDATE of the row (version_id_col): the engine keeps
+    # compiled playbooks per (id, revision), which no edit can leave stale
+    revision: int = Field(default=1, sa_column=_REVISION)
+
+    __mapper_args__ = {"version_id_col": _REVISION}

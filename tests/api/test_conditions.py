@@ -158,9 +158,11 @@ def _in_sql(session, tree) -> set[str]:
 
 
 def _in_memory(session, tree) -> tuple[set[str], set[str]]:
-    """The users the tree matches in memory: walked (evaluate) and compiled (compile_tree)."""
+    """The users the tree matches in memory: walked (evaluate), and compiled alone
+    (compile_tree) and among others (compile_many, which must say the same)."""
     events = list(session.scalars(select(Event)))
     test = cond.compile_tree(tree)
+    many = cond.compile_many([{"any": []}, tree, {"not": tree} if cond.fields_of(tree) else {"any": []}, tree])
     walked, compiled = set(), set()
     for c in session.scalars(select(Customer)):
         def count(name, within, user=c.id):
@@ -175,6 +177,7 @@ def _in_memory(session, tree) -> tuple[set[str], set[str]]:
             walked.add(c.id)
         if test(facts):
             compiled.add(c.id)
+        assert many(facts) == ([1, 3] if test(facts) else [2] if cond.fields_of(tree) else []), (c.id, tree)
     return walked, compiled
 
 

@@ -64,3 +64,24 @@ def test_dry_run_unknown_user_is_404_and_needs_decide(client, tenant, make_tenan
     assert client.post("/api/interventions/dry-run", headers=h, json={"user_id": ""}).status_code == 400
     reader = tenant.issue("editor", ["read"])
     assert client.post("/api/interventions/dry-run", headers=auth(reader), json={"user_id": "x"}).status_code == 403
+
+
+def test_a_changed_playbook_is_decided_on_as_it_is_now(client, tenant):
+    """The compiled playbooks are kept per process; an edit or a status change, even in
+    the same instant (the clock does not move here), must not be decided on with the old
+    ones."""
+    ids = _setup(client, tenant)
+    h = auth(tenant.key)
+
+    def decision():
+        return client.post("/api/interventions/dry-run", headers=h, json={"user_id": "u1"}).json
+
+    assert decision()["decision"]["playbook_id"] == ids["welcome"]
+    client.put(f"/api/playbooks/{ids['welcome']}", headers=h, json={"entry_conditions": {
+        "all": [{"field": "traits.plan", "op": "eq", "value": "enterprise"}]}})
+    after_edit = decision()
+    assert after_edit["rules"][ids["welcome"]]["verdict"] == "not_matched"
+    assert after_edit["context"]["matched_playbooks"] == 1
+    client.put(f"/api/playbooks/{ids['no-invite']}/status", headers=h, json={"status": "paused"})
+    after_pause = decision()
+    assert ids["no-invite"] not in after_pause["rules"] and after_pause["context"]["matched_playbooks"] == 0
