@@ -1,15 +1,19 @@
 """GET /api/analytics: figures for 7, 30 or 90 days (decisions §12), test data excluded.
 
-Every figure comes from the customers table (its state is kept current by ingest and
-the sweep) and the interventions table, never from scanning events, so the cost does
-not grow with event volume.
+Every figure comes from the customers table, which is itself the per-user rollup of the
+events (ingest keeps each user's stage, risk and last activity current as events arrive,
+the sweep applies time decay), and from the interventions table: one grouped pass over
+each, and the rest is added up here. No event is read, so the cost does not grow with
+event volume.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
@@ -26,73 +30,132 @@ def _rate(part: int, whole: int) -> float:
 
 def report(session: Session, *, range_: str, now: datetime) -> dict:
     since = now - timedelta(days=RANGES[range_])
-    live_users = Customer.test.is_(False)
-    in_range = and_(Intervention.test.is_(False), Intervention.planned_at >= since,
-                    Intervention.status != "shadow", Intervention.channel != "escalate")
-
-    total_users, active, churned = session.execute(select(
-        func.count(), func.count().filter(Customer.last_activity_at >= since),
-        func.count().filter(Customer.lifecycle_stage == "churned")).where(live_users)).one()
-    total, delivered, failed, positive, decided, recovered = session.execute(select(
-        func.count(), func.count().filter(Intervention.status == "delivered"),
-        func.count().filter(Intervention.status == "failed"),
-        func.count().filter(Intervention.outcome == "positive"),
-        func.count().filter(Intervention.outcome.in_(DECIDED)),
-        func.count(func.distinct(Intervention.user_id)).filter(Intervention.outcome == "positive"),
-    ).where(in_range)).one()
-    areas = _by_area(session, in_range)
+    people = _customers(session, since)
+    work = _interventions(session, since)
+    playbooks = {pid: (name, area) for pid, name, area in session.execute(
+        select(Playbook.id, Playbook.name, Playbook.lifecycle_area))}
+    total = sum(g.count for g in work)
+    delivered = sum(g.count for g in work if g.status == "delivered")
+    failed = sum(g.count for g in work if g.status == "failed")
+    positive = sum(g.count for g in work if g.outcome == "positive")
+    decided = sum(g.count for g in work if g.outcome in DECIDED)
+    timed = sum(g.timed for g in work)
+    areas = _by_area(work, playbooks)
     return {
         "range": range_,
-        "kpis": {"total_users": total_users, "total_interventions": total,
-                 "positive_outcome_rate": _rate(positive, decided), "churn_rate": _rate(churned, total_users),
-                 "retention_rate": _rate(active, total_users)},
-        "roi": {"recovered_users": recovered, "intervention_success_rate": _rate(delivered, delivered + failed),
-                "avg_time_to_outcome_days": _avg_days_to_outcome(session, in_range),
+        "kpis": {"total_users": people.total, "total_interventions": total,
+                 "positive_outcome_rate": _rate(positive, decided), "churn_rate": _rate(people.churned, people.total),
+                 "retention_rate": _rate(people.active, people.total)},
+        "roi": {"recovered_users": _recovered(session, since),
+                "intervention_success_rate": _rate(delivered, delivered + failed),
+                "avg_time_to_outcome_days": round(sum(g.seconds for g in work) / timed / 86400, 2) if timed else None,
                 "outcomes_by_lifecycle_area": areas},
-        "lifecycle_distribution": [{"stage": s, "count": n} for s, n in session.execute(
-            select(Customer.lifecycle_stage, func.count()).where(live_users)
-            .group_by(Customer.lifecycle_stage).order_by(Customer.lifecycle_stage))],
-        "risk_distribution": [{"risk_level": r, "count": n} for r, n in session.execute(
-            select(Customer.risk_level, func.count()).where(live_users)
-            .group_by(Customer.risk_level).order_by(Customer.risk_level))],
-        "intervention_stats": [{"channel": c, "total": t, "delivered": d, "failed": f} for c, t, d, f in session.execute(
-            select(Intervention.channel, func.count(), func.count().filter(Intervention.status == "delivered"),
-                   func.count().filter(Intervention.status == "failed"))
-            .where(in_range).group_by(Intervention.channel).order_by(Intervention.channel))],
-        "outcome_stats": [{"outcome": o, "count": n} for o, n in session.execute(
-            select(Intervention.outcome, func.count()).where(in_range, Intervention.outcome.isnot(None))
-            .group_by(Intervention.outcome).order_by(Intervention.outcome))],
-        "top_playbooks": _top_playbooks(session, in_range),
+        "lifecycle_distribution": [{"stage": k, "count": n} for k, n in sorted(people.by_stage.items())],
+        "risk_distribution": [{"risk_level": k, "count": n} for k, n in sorted(people.by_risk.items())],
+        "intervention_stats": [{"channel": c, "total": _sum(work, channel=c),
+                                "delivered": _sum(work, channel=c, status="delivered"),
+                                "failed": _sum(work, channel=c, status="failed")}
+                               for c in sorted({g.channel for g in work})],
+        "outcome_stats": [{"outcome": o, "count": _sum(work, outcome=o)}
+                          for o in sorted({g.outcome for g in work if g.outcome is not None})],
+        "top_playbooks": _top_playbooks(work, playbooks),
         "lifecycle_area_breakdown": areas,
     }
 
 
-def _avg_days_to_outcome(session: Session, in_range) -> float | None:
-    rows = session.execute(select(Intervention.delivered_at, Intervention.outcome_at).where(
-        in_range, Intervention.outcome.in_(DECIDED), Intervention.delivered_at.isnot(None),
-        Intervention.outcome_at.isnot(None))).all()
-    if not rows:
-        return None
-    return round(sum((o - d).total_seconds() for d, o in rows) / len(rows) / 86400, 2)
+@dataclass
+class People:
+    total: int = 0
+    active: int = 0
+    churned: int = 0
+    by_stage: Counter = field(default_factory=Counter)
+    by_risk: Counter = field(default_factory=Counter)
 
 
-def _by_area(session: Session, in_range) -> list[dict]:
-    rows = session.execute(
-        select(Playbook.lifecycle_area, func.count(), func.count().filter(Intervention.outcome == "positive"),
-               func.count().filter(Intervention.outcome == "negative"),
-               func.count().filter(Intervention.outcome == "neutral"))
-        .select_from(Intervention).join(Playbook, Playbook.id == Intervention.playbook_id)
-        .where(in_range).group_by(Playbook.lifecycle_area).order_by(Playbook.lifecycle_area)).all()
-    return [{"lifecycle_area": a, "interventions": n, "positive": p, "negative": neg, "neutral": neu}
-            for a, n, p, neg, neu in rows]
+def _customers(session: Session, since: datetime) -> People:
+    """One pass over the tenant's live customers, grouped by stage and risk."""
+    people = People()
+    for stage, risk, n, active in session.execute(
+            select(Customer.lifecycle_stage, Customer.risk_level, func.count(),
+                   func.count().filter(Customer.last_activity_at >= since))
+            .where(Customer.test.is_(False)).group_by(Customer.lifecycle_stage, Customer.risk_level)):
+        people.total += n
+        people.active += active
+        people.churned += n if stage == "churned" else 0
+        people.by_stage[stage] += n
+        people.by_risk[risk] += n
+    return people
 
 
-def _top_playbooks(session: Session, in_range, limit: int = 5) -> list[dict]:
-    rows = session.execute(
-        select(Playbook.id, Playbook.name, func.count(), func.count().filter(Intervention.outcome == "positive"),
-               func.count().filter(Intervention.outcome.in_(DECIDED)))
-        .select_from(Intervention).join(Playbook, Playbook.id == Intervention.playbook_id)
-        .where(in_range).group_by(Playbook.id, Playbook.name)
-        .order_by(func.count().desc(), Playbook.name).limit(limit)).all()
-    return [{"playbook_id": pid, "name": name, "interventions": n,
-             "success_rate": round(pos / dec, 4) if dec else None} for pid, name, n, pos, dec in rows]
+@dataclass(frozen=True)
+class Group:
+    """Interventions of the range that share playbook, channel, status and outcome."""
+
+    playbook_id: str | None
+    channel: str
+    status: str
+    outcome: str | None
+    count: int
+    timed: int            # decided ones with a delivery and an outcome time
+    seconds: float        # their delivery-to-outcome time, summed
+
+
+def _in_range(since: datetime):
+    return and_(Intervention.test.is_(False), Intervention.planned_at >= since,
+                Intervention.status != "shadow", Intervention.channel != "escalate")
+
+
+def _interventions(session: Session, since: datetime) -> list[Group]:
+    """One pass over the range's interventions."""
+    timed = and_(Intervention.outcome.in_(DECIDED), Intervention.delivered_at.isnot(None),
+                 Intervention.outcome_at.isnot(None))
+    elapsed = _seconds_between(session, Intervention.delivered_at, Intervention.outcome_at)
+    columns = (Intervention.playbook_id, Intervention.channel, Intervention.status, Intervention.outcome)
+    rows = session.execute(select(*columns, func.count(), func.count().filter(timed),
+                                  func.coalesce(func.sum(case((timed, elapsed))), 0))
+                           .where(_in_range(since)).group_by(*columns))
+    return [Group(pid, ch, st, out, n, t, float(sec)) for pid, ch, st, out, n, t, sec in rows]
+
+
+def _seconds_between(session: Session, start, end):
+    if session.get_bind().dialect.name == "postgresql":
+        return func.extract("epoch", end - start)
+    return (func.julianday(end) - func.julianday(start)) * 86400.0
+
+
+def _recovered(session: Session, since: datetime) -> int:
+    """Distinct users with a positive outcome in the range."""
+    return session.scalar(select(func.count(func.distinct(Intervention.user_id)))
+                          .where(_in_range(since), Intervention.outcome == "positive")) or 0
+
+
+def _sum(work: list[Group], **match) -> int:
+    return sum(g.count for g in work if all(getattr(g, k) == v for k, v in match.items()))
+
+
+def _by_area(work: list[Group], playbooks: dict) -> list[dict]:
+    areas: dict[str | None, Counter] = {}
+    for g in work:
+        if g.playbook_id not in playbooks:
+            continue
+        tally = areas.setdefault(playbooks[g.playbook_id][1], Counter())
+        tally["interventions"] += g.count
+        if g.outcome in DECIDED:
+            tally[g.outcome] += g.count
+    return [{"lifecycle_area": area, "interventions": t["interventions"], "positive": t["positive"],
+             "negative": t["negative"], "neutral": t["neutral"]}
+            for area, t in sorted(areas.items(), key=lambda item: (item[0] is None, item[0] or ""))]
+
+
+def _top_playbooks(work: list[Group], playbooks: dict, limit: int = 5) -> list[dict]:
+    tally: dict[str, Counter] = {}
+    for g in work:
+        if g.playbook_id in playbooks:
+            t = tally.setdefault(g.playbook_id, Counter())
+            t["interventions"] += g.count
+            t["positive"] += g.count if g.outcome == "positive" else 0
+            t["decided"] += g.count if g.outcome in DECIDED else 0
+    ranked = sorted(tally.items(), key=lambda item: (-item[1]["interventions"], playbooks[item[0]][0], item[0]))
+    return [{"playbook_id": pid, "name": playbooks[pid][0], "interventions": t["interventions"],
+             "success_rate": round(t["positive"] / t["decided"], 4) if t["decided"] else None}
+            for pid, t in ranked[:limit]]
