@@ -135,7 +135,7 @@ def main() -> int:
             ).first()
             if row is None:
                 return None
-            return service.Claimed(*row[:8], row.attempts + 1)
+            return service.Claimed(*row[:8], row.attempts + 1, now + service.LEASE)
 
         def attempt_nosync(i):
             started = rt.now()
@@ -157,7 +157,7 @@ def main() -> int:
                 row = conn.execute(claim_sql, {"id": i, "now": started, "lease": lease}).first()
                 if row is None:
                     return
-                claimed = service.Claimed(*row[:8], row.attempts + 1)
+                claimed = service.Claimed(*row[:8], row.attempts + 1, lease)
                 outcome = service.send(rt, claimed, started)
                 assert outcome.ok, outcome
                 conn.execute(RECORD_OK, {"id": i, "lease": lease, "aid": str(uuid.uuid4()),
@@ -179,7 +179,7 @@ def main() -> int:
         with rt.session() as s:
             claimed = service.Claimed(*s.execute(select(
                 Delivery.id, Delivery.tenant_id, Delivery.kind, Delivery.url, Delivery.body, Delivery.headers,
-                Delivery.secret_enc, Delivery.subject_id)).first(), 1)
+                Delivery.secret_enc, Delivery.subject_id)).first(), 1, rt.now() + service.LEASE)
         results["send"] = measure("send alone (decrypt, sign, http.post: new connection + watchdog timer)",
                                   lambda i: service.send(rt, claimed, rt.now()), list(range(n)))
         session = requests.Session()

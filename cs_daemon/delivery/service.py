@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from .. import crypto
-from ..db import on_commit
+from ..db import new_id, on_commit
 from ..errors import NotFound
 from ..integrations import http
 from ..tenants.models import Tenant
@@ -39,9 +39,11 @@ OPEN = ("pending", "retrying")
 
 # kind -> callback(session, delivery, outcome, final) run in the recording transaction,
 # so a domain can follow its deliveries (deactivate an endpoint on 410, mark an
-# intervention delivered, ...).
+# intervention delivered, ...); `when(outcome, final)` limits it to the attempts it cares
+# about, so the others need no ORM load.
 Listener = Callable[[Session, Delivery, http.Outcome, bool], None]
-LISTENERS: dict[str, list[Listener]] = {}
+When = Callable[[http.Outcome, bool], bool]
+LISTENERS: dict[str, list[tuple[Listener, When | None]]] = {}
 
 # URL scheme -> transport(claimed, secret, rt, now) -> Outcome. http(s) is built in; the
 # channels add mailto: (email), inapp: (the in-app stream) and sink: (test mode).
@@ -53,8 +55,8 @@ SecretRef = Callable[[Session, str], str]
 SECRET_REFS: dict[str, SecretRef] = {}
 
 
-def listen(kind: str, fn: Listener) -> None:
-    LISTENERS.setdefault(kind, []).append(fn)
+def listen(kind: str, fn: Listener, *, when: When | None = None) -> None:
+    LISTENERS.setdefault(kind, []).append((fn, when))
 
 
 def encode(body: dict) -> str:
@@ -99,6 +101,34 @@ class Claimed:
     subject_id: str | None
     number: int
     lease_until: datetime
+    max_attempts: int = MAX_ATTEMPTS
+
+
+# Claiming and recording are the hot path of every delivery: fixed Core statements (built
+# once, compiled once), a claim in one round trip outside any transaction, a record in one
+# transaction of two statements; the ORM only where a listener wants the delivery.
+_deliveries, _attempts, _tenants = Delivery.__table__, DeliveryAttempt.__table__, Tenant.__table__
+_d = _deliveries.c
+_CLAIM = (update(_deliveries)
+          .where(_d.id == bindparam("did"), _d.status.in_(OPEN), _d.next_attempt_at <= bindparam("now"),
+                 or_(_d.locked_until.is_(None), _d.locked_until <= bindparam("now")),
+                 _d.tenant_id.notin_(select(_tenants.c.id).where(_tenants.c.kill_switch_active.is_(True))))
+          .values(locked_until=bindparam("lease"))
+          .returning(_d.id, _d.tenant_id, _d.kind, _d.url, _d.body, _d.headers, _d.secret_enc, _d.subject_id,
+                     _d.attempts, _d.max_attempts))
+_LOG = insert(_attempts)
+
+
+def _settle(**values):
+    """The state an attempt leaves its delivery in, written only while the lease is ours."""
+    return (update(_deliveries).where(_d.id == bindparam("did"), _d.locked_until == bindparam("lease"))
+            .values(attempts=bindparam("number"), locked_until=None, updated_at=bindparam("at_now"), **values)
+            .returning(_d.id))
+
+
+_SETTLE = {"delivered": _settle(status="delivered", delivered_at=bindparam("at_now"), next_attempt_at=None),
+           "failed": _settle(status="failed", next_attempt_at=None),
+           "retrying": _settle(status="retrying", next_attempt_at=bindparam("next_at"))}
 
 
 def _held():
@@ -109,19 +139,11 @@ def _held():
 def claim(session: Session, delivery_id: str, now: datetime) -> Claimed | None:
     """Take the lease on a due, open delivery; None when it is done, not due, leased, or
     held by its tenant's kill switch (it is sent once the switch is off)."""
-    row = session.execute(
-        update(Delivery)
-        .where(Delivery.id == delivery_id, Delivery.status.in_(OPEN), Delivery.next_attempt_at <= now,
-               or_(Delivery.locked_until.is_(None), Delivery.locked_until <= now),
-               Delivery.tenant_id.notin_(_held()))
-        .values(locked_until=now + LEASE)
-        .returning(Delivery.id, Delivery.tenant_id, Delivery.kind, Delivery.url, Delivery.body,
-                   Delivery.headers, Delivery.secret_enc, Delivery.subject_id, Delivery.attempts)
-    ).first()
+    row = session.execute(_CLAIM, {"did": delivery_id, "now": now, "lease": now + LEASE}).first()
     if row is None:
         return None
     return Claimed(row.id, row.tenant_id, row.kind, row.url, row.body, row.headers, row.secret_enc,
-                   row.subject_id, row.attempts + 1, now + LEASE)
+                   row.subject_id, row.attempts + 1, now + LEASE, row.max_attempts)
 
 
 def secret_of(rt, claimed: Claimed) -> str:
@@ -149,38 +171,41 @@ def send(rt, claimed: Claimed, now: datetime) -> http.Outcome:
 
 
 def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: datetime,
-           now: datetime) -> Delivery:
-    delivery = session.get(Delivery, claimed.id)
-    session.add(DeliveryAttempt(
-        tenant_id=delivery.tenant_id, delivery_id=delivery.id, number=claimed.number, at=at,
-        status_code=outcome.status_code, latency_ms=outcome.latency_ms, error=outcome.error,
-        response_excerpt=outcome.excerpt,
-    ))
-    if delivery.locked_until != claimed.lease_until:
-        # the lease ran out and another attempt took over: log this one, leave the state to it
-        log.warning("delivery %s: attempt %s outlived its lease", delivery.id, claimed.number)
-        return delivery
-    delivery.attempts = claimed.number
-    delivery.locked_until = None
-    delivery.updated_at = now
+           now: datetime) -> str | None:
+    """Log the attempt and move the delivery on (delivered, retrying at the next step of
+    the schedule, or failed for good); returns the new status, or None when the lease ran
+    out and another attempt took over (this one is logged, the state left to that one)."""
+    session.execute(_LOG, {"id": new_id(), "tenant_id": claimed.tenant_id, "delivery_id": claimed.id,
+                           "number": claimed.number, "at": at, "status_code": outcome.status_code,
+                           "latency_ms": outcome.latency_ms, "error": outcome.error,
+                           "response_excerpt": outcome.excerpt})
     if outcome.ok:
-        delivery.status, delivery.delivered_at, delivery.next_attempt_at = "delivered", now, None
-    elif outcome.permanent or claimed.number >= delivery.max_attempts:
-        delivery.status, delivery.next_attempt_at = "failed", None
+        status, next_at = "delivered", None
+    elif outcome.permanent or claimed.number >= claimed.max_attempts:
+        status, next_at = "failed", None
     else:
-        delay = RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
-        delivery.status, delivery.next_attempt_at = "retrying", at + delay
-        on_commit(session, send_later, delivery.id, delay)
-    final = delivery.status in ("delivered", "failed")
-    for listener in LISTENERS.get(delivery.kind, []):
-        listener(session, delivery, outcome, final)
-    return delivery
+        status, next_at = "retrying", at + RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
+    settled = session.execute(_SETTLE[status], {"did": claimed.id, "lease": claimed.lease_until,
+                                                "number": claimed.number, "at_now": now, "next_at": next_at}).first()
+    if settled is None:
+        log.warning("delivery %s: attempt %s outlived its lease", claimed.id, claimed.number)
+        return None
+    if next_at is not None:
+        on_commit(session, send_later, claimed.id, next_at - at)
+    final = status != "retrying"
+    wanted = [fn for fn, when in LISTENERS.get(claimed.kind, []) if when is None or when(outcome, final)]
+    if wanted:
+        delivery = session.get(Delivery, claimed.id)
+        for listener in wanted:
+            listener(session, delivery, outcome, final)
+    return status
 
 
-def attempt(rt, delivery_id: str) -> Delivery | None:
-    """Claim, send and record one attempt (the body of the send job)."""
+def attempt(rt, delivery_id: str) -> str | None:
+    """Claim, send and record one attempt (the body of the send job); the status it left
+    the delivery in, or None when there was nothing to attempt."""
     started = rt.now()
-    with rt.session() as session:
+    with rt.session(atomic=False) as session:
         claimed = claim(session, delivery_id, started)
     if claimed is None:
         return None

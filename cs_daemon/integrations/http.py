@@ -95,7 +95,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, allow_private: bool,
             error = f"redirect {status} not followed (to {resp.getheader('Location', '?')})"
         elif not 200 <= status < 300:
             error = f"HTTP {status}"
-        return Outcome(status, excerpt, error, _ms(start))
+        # 410 Gone: the receiver says this URL is no more; retrying cannot help
+        return Outcome(status, excerpt, error, _ms(start), permanent=status == 410)
     except Exception as exc:  # every failure of an attempt is an outcome, not a crash
         if expired.is_set() or isinstance(exc, (TimeoutError, socket.timeout)):
             return Outcome(None, None, f"timed out after {deadline_s:g} s", _ms(start))

@@ -156,14 +156,18 @@ def failed_since(session: Session, tenant_id: str, since: datetime) -> list[str]
 
 
 def _on_gone(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
-    """410 Gone: the receiver says the endpoint is no more; stop sending to it."""
+    """410 Gone: the receiver says the endpoint is no more (the attempt failed for good);
+    stop sending to it."""
     if outcome.status_code == 410 and made.endpoint_id:
-        made.status, made.next_attempt_at = "failed", None
         endpoint = session.get(WebhookEndpoint, made.endpoint_id)
         if endpoint is not None:
             endpoint.active = False
             endpoint.updated_at = made.updated_at
 
 
-delivery.listen("event", _on_gone)
-delivery.listen("test", _on_gone)
+def _gone(outcome: Outcome, final: bool) -> bool:
+    return outcome.status_code == 410
+
+
+delivery.listen("event", _on_gone, when=_gone)
+delivery.listen("test", _on_gone, when=_gone)

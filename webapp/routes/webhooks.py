@@ -67,7 +67,7 @@ def post_endpoint_test(call: Call, endpoint_id: str):
         return TestResponse(test=TestResult(success=False, error="the test delivery could not be sent"))
     a = attempt[0]
     text = HTTPStatus(a.status_code).phrase if a.status_code in HTTPStatus._value2member_map_ else None
-    return TestResponse(test=TestResult(success=done.status == "delivered", status=a.status_code,
+    return TestResponse(test=TestResult(success=done == "delivered", status=a.status_code,
                                         status_text=text, error=a.error))
 
 
