@@ -170,6 +170,7 @@ def session_scope(
         raise
     finally:
         callbacks = session.info.pop("after_commit", []) if commit else []
+        session.info.pop("after_commit_items", None)
         session.close()
     for fn, args in callbacks:
         fn(*args)
@@ -180,10 +181,22 @@ def on_commit(session: Session, fn: Callable, *args) -> None:
     session.info.setdefault("after_commit", []).append((fn, args))
 
 
+def on_commit_each(session: Session, fn: Callable[[list], None], item) -> None:
+    """Collect `item` for `fn`: once the transaction has committed, `fn(items)` runs once
+    with every item collected in it (so work made row by row is sent in batches)."""
+    collected = session.info.setdefault("after_commit_items", {})
+    items = collected.get(fn)
+    if items is None:
+        items = collected[fn] = []
+        on_commit(session, fn, items)
+    items.append(item)
+
+
 @event.listens_for(Session, "after_rollback")
 def _forget_callbacks(session: Session) -> None:
     if "after_commit" in session.info:
         session.info["after_commit"] = []
+    session.info.pop("after_commit_items", None)
 
 
 @event.listens_for(Session, "do_orm_execute")

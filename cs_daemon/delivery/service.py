@@ -1,7 +1,8 @@
 """The one delivery mechanism for everything that leaves the service signed.
 
 A delivery is a row before it is a message: `create` writes it in the caller's
-transaction and enqueues it after commit. `attempt` claims the row with a conditional
+transaction and enqueues it after commit (the deliveries of one transaction travel in job
+messages of up to BATCH each; each is still claimed, sent and recorded on its own). `attempt` claims the row with a conditional
 UPDATE (so two copies of a message make one attempt, and a delivered row is never sent
 again), sends outside any transaction, then records the attempt and schedules the next
 one from the row. A periodic sweep re-enqueues whatever is due, so a lost message, a
@@ -22,7 +23,7 @@ from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from .. import crypto
-from ..db import new_id, on_commit
+from ..db import new_id, on_commit, on_commit_each
 from ..errors import NotFound
 from ..integrations import http
 from ..tenants.models import Tenant
@@ -78,15 +79,26 @@ def create(session: Session, tenant_id: str, *, kind: str, url: str, body: dict,
     session.add(delivery)
     session.flush()
     if enqueue:
-        on_commit(session, send_later, delivery.id)
+        on_commit_each(session, send_soon, delivery.id)
     return delivery
 
 
+BATCH = 10      # deliveries a job message carries: fewer broker round trips, still spread over threads
+
+
+def send_soon(delivery_ids: list[str]) -> None:
+    """Enqueue the deliveries made in one transaction, a job message for every BATCH."""
+    from .actors import send_deliveries
+
+    for start in range(0, len(delivery_ids), BATCH):
+        send_deliveries.send(delivery_ids[start:start + BATCH])
+
+
 def send_later(delivery_id: str, delay: timedelta | None = None) -> None:
-    from .actors import send_delivery
+    from .actors import send_deliveries
 
     options = {"delay": int(delay.total_seconds() * 1000)} if delay else {}
-    send_delivery.send_with_options(args=(delivery_id,), **options)
+    send_deliveries.send_with_options(args=([delivery_id],), **options)
 
 
 @dataclass(frozen=True)
@@ -139,7 +151,7 @@ def _held():
 def claim(session: Session, delivery_id: str, now: datetime) -> Claimed | None:
     """Take the lease on a due, open delivery; None when it is done, not due, leased, or
     held by its tenant's kill switch (it is sent once the switch is off)."""
-    row = session.execute(_CLAIM, {"did": delivery_id, "now": now, "lease": now + LEASE}).first()
+    row = session.connection().execute(_CLAIM, {"did": delivery_id, "now": now, "lease": now + LEASE}).first()
     if row is None:
         return None
     return Claimed(row.id, row.tenant_id, row.kind, row.url, row.body, row.headers, row.secret_enc,
@@ -175,7 +187,8 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
     """Log the attempt and move the delivery on (delivered, retrying at the next step of
     the schedule, or failed for good); returns the new status, or None when the lease ran
     out and another attempt took over (this one is logged, the state left to that one)."""
-    session.execute(_LOG, {"id": new_id(), "tenant_id": claimed.tenant_id, "delivery_id": claimed.id,
+    conn = session.connection()     # Core statements: no ORM execution around them
+    conn.execute(_LOG, {"id": new_id(), "tenant_id": claimed.tenant_id, "delivery_id": claimed.id,
                            "number": claimed.number, "at": at, "status_code": outcome.status_code,
                            "latency_ms": outcome.latency_ms, "error": outcome.error,
                            "response_excerpt": outcome.excerpt})
@@ -185,7 +198,7 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
         status, next_at = "failed", None
     else:
         status, next_at = "retrying", at + RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
-    settled = session.execute(_SETTLE[status], {"did": claimed.id, "lease": claimed.lease_until,
+    settled = conn.execute(_SETTLE[status], {"did": claimed.id, "lease": claimed.lease_until,
                                                 "number": claimed.number, "at_now": now, "next_at": next_at}).first()
     if settled is None:
         log.warning("delivery %s: attempt %s outlived its lease", claimed.id, claimed.number)

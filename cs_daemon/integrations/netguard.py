@@ -48,10 +48,24 @@ def _forbidden(ip: ipaddress._BaseAddress) -> bool:
 _resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cs-dns")
 
 
+def _literal(host: str) -> ipaddress._BaseAddress | None:
+    """The address a host names literally in its canonical form (a numeric encoding such
+    as 2130706433 is not canonical: the resolver decodes it)."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
 def resolve(url: str, *, allow_private: bool, timeout: float = 5.0) -> tuple[str, str, int, str]:
     """(scheme, host, port, address to connect to) after the policy check. Name
     resolution is bounded by `timeout` (getaddrinfo itself cannot be interrupted)."""
     scheme, host, port = parse(url)
+    literal = _literal(host)
+    if literal is not None:             # nothing to resolve: no thread hop
+        if not allow_private and _forbidden(literal):
+            raise UrlRefused(f"{host} is a non-public address ({literal})")
+        return scheme, host, port, str(literal)
     try:
         infos = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM).result(timeout=timeout)
     except FutureTimeout:

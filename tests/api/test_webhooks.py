@@ -340,3 +340,30 @@ def test_private_addresses_are_refused_at_send_time(client, growth, rt, settings
     with strict_rt.session(growth.id) as s:
         [attempt] = delivery.attempts_of(s, [made.id])[made.id]
     assert attempt.error.startswith("refused:") and receiver.requests == []
+
+
+def test_the_deliveries_of_a_transaction_are_enqueued_after_commit_in_batches(client, growth, rt, receiver,
+                                                                              monkeypatch):
+    from cs_daemon.delivery import actors
+
+    sent: list[list[str]] = []
+    monkeypatch.setattr(actors.send_deliveries, "send", lambda ids: sent.append(list(ids)))
+    register(client, growth, receiver.url)
+    with rt.session(growth.id) as s:
+        outbox.record_many(s, growth.id, [("user.risk_changed", {"user_id": f"u{i}"}) for i in range(25)],
+                           now=rt.now())
+        assert sent == []                                   # nothing before the commit
+    made = [d.id for d in deliveries(rt, growth)]
+    assert [len(batch) for batch in sent] == [10, 10, 5]
+    assert sorted(sum(sent, [])) == sorted(made)
+    with pytest.raises(RuntimeError):
+        with rt.session(growth.id) as s:
+            outbox.record_many(s, growth.id, [("user.risk_changed", {"user_id": "u1"})], now=rt.now())
+            raise RuntimeError("rolled back")
+    assert len(sent) == 3                                   # a rolled-back delivery is never enqueued
+    from cs_daemon.jobs import context
+
+    monkeypatch.setattr(context, "_current", rt)
+    for batch in sent:
+        actors.send_deliveries.fn(batch)                    # what a worker does with each message
+    assert {d.status for d in deliveries(rt, growth)} == {"delivered"} and len(receiver.requests) == 25
