@@ -20,7 +20,8 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 # Built once: every request runs these, and building a statement costs more than the
 # cached execution of it.
 _BY_DIGEST = (
-    select(ApiKey, Tenant, Member.role, Member.removed_at)
+    select(ApiKey.id, ApiKey.tenant_id, ApiKey.member_id, ApiKey.role, ApiKey.permissions, ApiKey.test,
+           ApiKey.revoked_at, ApiKey.last_used_at, Tenant, Member.role.label("member_role"), Member.removed_at)
     .join(Tenant, Tenant.id == ApiKey.tenant_id)
     .outerjoin(Member, Member.id == ApiKey.member_id)
     .where(ApiKey.digest == bindparam("digest"))
@@ -104,7 +105,7 @@ def authenticate(session: Session, raw: str | None, *, now: datetime) -> Caller:
     row = session.execute(_BY_DIGEST, {"digest": keys.digest(raw)}).first()
     if row is None:
         raise Unauthorized("unknown API key")
-    key, tenant, member_role, member_removed = row
+    key, tenant, member_role, member_removed = row, row.Tenant, row.member_role, row.removed_at
     session.info["tenant"] = tenant   # keeps it in the identity map: settings reads need no query
     if key.revoked_at is not None:
         raise Unauthorized("this API key has been revoked")
