@@ -52,6 +52,7 @@ class Event(TenantOwned, table=True):
               sqlite_where=text("idempotency_key IS NOT NULL"),
               postgresql_where=text("idempotency_key IS NOT NULL")),
         Index("ix_events_user", "tenant_id", "user_id", "event", "timestamp"),
+        Index("ix_events_name_time", "tenant_id", "event", "timestamp", "user_id"),   # event clauses
     )
 
     id: str = id_field()
