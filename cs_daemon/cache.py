@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol
+from typing import Callable, Protocol
 
 import redis
 
@@ -16,6 +16,7 @@ class Cache(Protocol):
     def get(self, key: str) -> str | None: ...
     def set(self, key: str, value: str, ttl: int | None = None) -> None: ...
     def incr(self, key: str, ttl: int) -> int: ...
+    def incr_later(self, key: str, ttl: int) -> Callable[[], int]: ...
     def add(self, key: str, value: str, ttl: int) -> bool: ...
     def ping(self) -> None: ...
 
@@ -59,6 +60,10 @@ class MemoryCache:
             self._data[key] = (str(value), expires)
             return value
 
+    def incr_later(self, key: str, ttl: int) -> Callable[[], int]:
+        value = self.incr(key, ttl)
+        return lambda: value
+
     def ping(self) -> None:
         return None
 
@@ -90,11 +95,33 @@ class RedisCache:
         return bool(self.client.set(self.prefix + key, value, ex=ttl, nx=True))
 
     def incr(self, key: str, ttl: int) -> int:
-        pipe = self.client.pipeline(transaction=False)
-        pipe.incr(self.prefix + key)
-        pipe.expire(self.prefix + key, ttl, nx=True)
-        count, _ = pipe.execute()
-        return int(count)
+        return self.incr_later(key, ttl)()
+
+    def incr_later(self, key: str, ttl: int) -> Callable[[], int]:
+        """Send INCR and EXPIRE NX now; the returned function reads the count. The round
+        trip runs while the caller does other I/O (the API looks the key up meanwhile).
+        The function must be called once, also when the count is not wanted any more:
+        it gives the connection back."""
+        pool, name = self.client.connection_pool, self.prefix + key
+        conn = pool.get_connection()
+        try:
+            conn.send_packed_command(conn.pack_commands([("INCR", name), ("EXPIRE", name, ttl, "NX")]))
+        except BaseException:
+            conn.disconnect()
+            pool.release(conn)
+            raise
+
+        def count() -> int:
+            try:
+                value = conn.read_response()
+                conn.read_response()
+                return int(value)
+            except BaseException:
+                conn.disconnect()       # never hand back a connection with answers unread
+                raise
+            finally:
+                pool.release(conn)
+        return count
 
     def ping(self) -> None:
         self.client.ping()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Callable
 
 from .cache import Cache
 
@@ -32,19 +33,38 @@ class Verdict:
         return headers
 
 
-def hit(cache: Cache, key_id: str, limit: int, now: datetime) -> Verdict:
+def hit(cache: Cache, key: str, limit: int, now: datetime) -> Verdict:
+    """Count one request of `key` and judge it against `limit` a minute."""
+    return start(cache, key, now)(limit)
+
+
+def start(cache: Cache, key: str, now: datetime) -> Callable[[int], Verdict]:
+    """Count one request of `key` now; the returned function judges it once the limit is
+    known, and must be called (it finishes the count's round trip)."""
     ts = now.timestamp()
     window = int(ts // WINDOW)
-    reset_at = (window + 1) * WINDOW
     try:
-        count = cache.incr(f"rl:{key_id}:{window}", WINDOW * 2)
+        counted = cache.incr_later(f"rl:{key}:{window}", WINDOW * 2)
     except Exception as exc:  # the cache being down must not take the API down
         log.warning("rate limit not applied, cache unreachable: %s", exc)
-        count = 0
-    return Verdict(
-        allowed=count <= limit,
-        limit=limit,
-        remaining=max(0, limit - count),
-        reset_at=reset_at,
-        retry_after=max(1, int(reset_at - ts + 0.999)),
-    )
+        counted = _none
+
+    def verdict(limit: int) -> Verdict:
+        try:
+            count = counted()
+        except Exception as exc:
+            log.warning("rate limit not applied, cache unreachable: %s", exc)
+            count = 0
+        reset_at = (window + 1) * WINDOW
+        return Verdict(
+            allowed=count <= limit,
+            limit=limit,
+            remaining=max(0, limit - count),
+            reset_at=reset_at,
+            retry_after=max(1, int(reset_at - ts + 0.999)),
+        )
+    return verdict
+
+
+def _none() -> int:
+    return 0

@@ -14,10 +14,11 @@ from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
 from cs_daemon import ratelimit
+from cs_daemon.auth import keys
 from cs_daemon.auth import service as auth
 from cs_daemon.auth.access import ACCESS, refusal
 from cs_daemon.auth.service import Caller
-from cs_daemon.errors import Forbidden, RateLimited, ServiceError, ValidationFailed
+from cs_daemon.errors import Forbidden, RateLimited, ServiceError, Unauthorized, ValidationFailed
 from cs_daemon.plans import plan
 from cs_daemon.runtime import Runtime
 
@@ -128,9 +129,18 @@ def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
     if ACCESS[ep.access] is None:
         return None
     raw = ep.credentials() if ep.credentials else bearer_token()
-    caller = auth.authenticate(session, raw, now=rt.now())
+    if not raw or not keys.well_formed(raw):
+        raise Unauthorized("missing or malformed API key")
+    # the request is counted (by the key's digest) while the key is looked up: the two
+    # round trips overlap; the count is read, and its connection given back, either way
+    judge = ratelimit.start(rt.cache, keys.digest(raw)[:32], rt.now())
+    try:
+        caller = auth.authenticate(session, raw, now=rt.now())
+    except BaseException:
+        judge(0)
+        raise
     session.info["tenant_id"] = caller.tenant_id
-    verdict = ratelimit.hit(rt.cache, caller.key_id, plan(caller.plan_tier).requests_per_minute, rt.now())
+    verdict = judge(plan(caller.plan_tier).requests_per_minute)
     g.rate_headers = verdict.headers()
     if not verdict.allowed:
         raise RateLimited(f"rate limit of {verdict.limit} requests a minute reached; retry in {verdict.retry_after} s")

@@ -78,3 +78,23 @@ def test_rate_limit_follows_plan(client, make_tenant):
     growth = make_tenant("Big", plan_tier="growth")
     resp = client.get("/api/settings", headers=auth(growth.key))
     assert resp.headers["X-RateLimit-Limit"] == "6000"
+
+
+def test_refused_keys_give_back_every_cache_connection(client, tenant, rt, monkeypatch):
+    """A request is counted while its key is looked up; a key refused with 401 (unknown,
+    revoked) must still finish that count, or the cache's connections would leak."""
+    from cs_daemon.auth import keys
+
+    from cs_daemon.auth.models import ApiKey
+
+    revoked = tenant.issue()
+    with rt.session(tenant.id) as s:
+        for key in s.query(ApiKey).filter(ApiKey.digest == keys.digest(revoked)):
+            key.revoked_at = rt.now()
+    for n in range(60):
+        bad = revoked if n % 2 else keys.generate(False)
+        assert client.get("/api/settings", headers=auth(bad)).status_code == 401
+    assert client.get("/api/settings", headers=auth(tenant.key)).status_code == 200
+    pool = getattr(getattr(rt.cache, "client", None), "connection_pool", None)
+    if pool is not None:                                    # production mode: Redis
+        assert not pool._in_use_connections and len(pool._available_connections) <= 2
