@@ -1,8 +1,10 @@
 """The reads and writes of ingest as fixed statements, so that a batch costs a handful of
-round trips whatever its size. On PostgreSQL each statement takes whole columns as
-arrays (`unnest`), passed in binary (psycopg's text format escapes every element,
-10 times the cost), and being the same text every time it is prepared once per
-connection; SQLite runs the same work through SQLAlchemy Core, row by row.
+round trips whatever its size. On PostgreSQL the rows of a statement travel as one JSON
+document unpacked by `json_to_recordset` (one C-encoded string: binary arrays cost a
+Python call per element, text arrays escape every element), ids are made by the server,
+and being the same text every time each statement is prepared once per connection; the
+short id lists of the reads go as arrays. SQLite runs the same work through SQLAlchemy
+Core, row by row.
 
 These statements bypass the ORM, and with it the session's tenant filter: each one
 names its tenant itself.
@@ -18,6 +20,7 @@ from sqlalchemy import bindparam, exists, select, text, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
+from ..db import new_id
 from ..interventions.models import OPEN, Intervention
 from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
@@ -53,7 +56,7 @@ class CustomerRow:
 
 READ = ("id", "name", "email", "company", "role", "team_size", "locale", "traits", "lifecycle_stage",
         "risk_level", "created_at", "scored_at", "state")
-# (column, PostgreSQL array element type) of what a re-score writes back
+# (column, PostgreSQL type) of what a re-score writes back
 WRITE = (("name", "text"), ("email", "text"), ("company", "text"), ("role", "text"), ("team_size", "int"),
          ("locale", "text"), ("traits", "json"), ("lifecycle_stage", "text"), ("risk_level", "text"),
          ("health", "float8"), ("activation_score", "float8"), ("engagement_score", "float8"),
@@ -80,12 +83,12 @@ def _utc(value: datetime | None) -> datetime | None:
 PG_INSERT_EVENTS = """
 INSERT INTO events (id, tenant_id, user_id, event, properties, "timestamp", received_at, source, test,
                     idempotency_key)
-SELECT x.id, %(tenant)b, x.user_id, x.event, x.properties::json, x.ts, %(now)b, %(source)b, %(test)b, x.key
-FROM unnest(%(ids)b::text[], %(users)b::text[], %(events)b::text[], %(props)b::text[],
-            %(ts)b::timestamptz[], %(keys)b::text[]) AS x(id, user_id, event, properties, ts, key)
+SELECT gen_random_uuid()::text, %(tenant)s, x.user_id, x.event, x.properties, x.ts, %(now)s, %(source)s,
+       %(test)s, x.key
+FROM json_to_recordset(%(rows)s::json) AS x(user_id text, event text, properties json, ts timestamptz, key text)
 ORDER BY x.key
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id
+RETURNING idempotency_key
 """
 
 _insert_event = (sqlite.insert(Event.__table__)
@@ -94,27 +97,39 @@ _insert_event = (sqlite.insert(Event.__table__)
 
 
 def insert_events(session: Session, tenant_id: str, rows: list[dict], *, source: str, test: bool,
-                  now: datetime) -> set[str]:
-    """Insert events (dicts of id, user_id, event, properties, timestamp, idempotency_key),
-    those whose key the tenant has seen dropped; returns the ids of the rows inserted.
-    Rows go in key order, so racing batches with the same keys wait for each other in
-    one order instead of deadlocking."""
+                  now: datetime) -> list[dict]:
+    """Insert events (dicts of user_id, event, properties, timestamp, idempotency_key; no
+    two with one key), those whose key the tenant has seen dropped; returns the rows
+    inserted. Rows go in key order, so racing batches with the same keys wait for each
+    other in one order instead of deadlocking."""
     rows = sorted(rows, key=lambda r: r["idempotency_key"] or "")
     if _postgres(session):
         with _cursor(session) as cur:
             cur.execute(PG_INSERT_EVENTS, {
                 "tenant": tenant_id, "now": now, "source": source, "test": test,
-                "ids": [r["id"] for r in rows], "users": [r["user_id"] for r in rows],
-                "events": [r["event"] for r in rows], "props": [json.dumps(r["properties"]) for r in rows],
-                "ts": [r["timestamp"] for r in rows], "keys": [r["idempotency_key"] for r in rows]})
-            return {row[0] for row in cur.fetchall()}
-    inserted = set()
+                "rows": _json([{"user_id": r["user_id"], "event": r["event"], "properties": r["properties"],
+                                "ts": r["timestamp"], "key": r["idempotency_key"]} for r in rows])})
+            stored = {row[0] for row in cur.fetchall()}
+        return [r for r in rows if r["idempotency_key"] is None or r["idempotency_key"] in stored]
+    inserted = []
     for r in rows:
-        done = session.execute(_insert_event, {**r, "tenant_id": tenant_id, "received_at": now,
+        done = session.execute(_insert_event, {**r, "id": new_id(), "tenant_id": tenant_id, "received_at": now,
                                                "source": source, "test": test})
         if done.rowcount:
-            inserted.add(r["id"])
+            inserted.append(r)
     return inserted
+
+
+def _json(rows: list[dict]) -> str:
+    """Rows as one JSON document for json_to_recordset: one C-encoded string instead of a
+    binary array per column, each element dumped in Python."""
+    return json.dumps(rows, separators=(",", ":"), default=_iso)
+
+
+def _iso(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 # --- customers ------------------------------------------------------------------------
@@ -144,11 +159,10 @@ PG_COUNT_USERS = "UPDATE tenants SET tracked_users = tracked_users + %(delta)b W
 
 PG_WRITE = (
     "UPDATE customers AS c SET "
-    + ", ".join(f"{name} = x.{name}" + ("::json" if kind == "json" else "") for name, kind in WRITE)
-    + " FROM unnest(%(id)b::text[], "
-    + ", ".join(f"%({name})b::{'text' if kind == 'json' else kind}[]" for name, kind in WRITE)
-    + ") AS x(id, " + ", ".join(name for name, _ in WRITE) + ")"
-    + " WHERE c.tenant_id = %(tenant)b AND c.id = x.id"
+    + ", ".join(f"{name} = x.{name}" for name, _ in WRITE)
+    + " FROM json_to_recordset(%(rows)s::json) AS x(id text, "
+    + ", ".join(f"{name} {kind}" for name, kind in WRITE) + ")"
+    + " WHERE c.tenant_id = %(tenant)s AND c.id = x.id"
 )
 
 _customers = Customer.__table__
@@ -245,16 +259,9 @@ def write(session: Session, tenant_id: str, rows: list[CustomerRow]) -> None:
     if not rows:
         return
     if _postgres(session):
-        params = {"tenant": tenant_id, "id": [r.id for r in rows]}
-        for name, kind in WRITE:
-            values = [getattr(r, name) for r in rows]
-            if kind == "json":
-                values = [json.dumps(v) for v in values]
-            elif kind == "float8":
-                values = [float(v) for v in values]   # one element type for the binary array
-            params[name] = values
         with _cursor(session) as cur:
-            cur.execute(PG_WRITE, params)
+            cur.execute(PG_WRITE, {"tenant": tenant_id, "rows": _json(
+                [{"id": r.id, **{name: getattr(r, name) for name, _ in WRITE}} for r in rows])})
         return
     session.execute(_write_customer, [{"tenant": tenant_id, "uid": r.id, **{f"v_{n}": getattr(r, n) for n, _ in WRITE}}
                                       for r in rows])

@@ -23,7 +23,6 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from ..db import new_id
 from ..engine import scoring
 from ..interventions import outcomes
 from ..outbox import service as outbox
@@ -151,10 +150,9 @@ def _insert_events(session: Session, tenant_id: str, events: list[Incoming], *, 
                    test: bool, now: datetime) -> list[dict]:
     if not events:
         return []
-    rows = [{"id": new_id(), "user_id": e.user_id, "event": e.event, "properties": e.properties or {},
+    rows = [{"user_id": e.user_id, "event": e.event, "properties": e.properties or {},
              "timestamp": e.timestamp or now, "idempotency_key": e.idempotency_key} for e in events]
-    ids = bulk.insert_events(session, tenant_id, rows, source=source, test=test, now=now)
-    return [r for r in rows if r["id"] in ids]
+    return bulk.insert_events(session, tenant_id, rows, source=source, test=test, now=now)
 
 
 def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime, test: bool,

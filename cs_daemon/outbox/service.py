@@ -13,11 +13,11 @@ from sqlalchemy.orm import Session
 from ..db import new_id
 from .models import OutboxEvent
 
-# PostgreSQL: all rows from arrays in one fixed statement (prepared once per connection)
+# PostgreSQL: all rows as one JSON document in one fixed statement (prepared once per connection)
 PG_INSERT = """
 INSERT INTO outbox_events (id, tenant_id, event_type, payload, test, created_at, fanned_out_at)
-SELECT x.id, %(tenant)b, x.event_type, x.payload::json, %(test)b, %(now)b, %(now)b
-FROM unnest(%(ids)b::text[], %(types)b::text[], %(payloads)b::text[]) AS x(id, event_type, payload)
+SELECT x.id, %(tenant)s, x.event_type, x.payload, %(test)s, %(now)s, %(now)s
+FROM json_to_recordset(%(rows)s::json) AS x(id text, event_type text, payload json)
 """
 
 
@@ -35,9 +35,9 @@ def record_many(session: Session, tenant_id: str, events: list[tuple[str, dict]]
              "fanned_out_at": now} for kind, payload in events]
     if session.get_bind().dialect.name == "postgresql":
         with session.connection().connection.driver_connection.cursor() as cur:
-            cur.execute(PG_INSERT, {"tenant": tenant_id, "test": test, "now": now,
-                                    "ids": [r["id"] for r in rows], "types": [r["event_type"] for r in rows],
-                                    "payloads": [json.dumps(r["payload"]) for r in rows]})
+            cur.execute(PG_INSERT, {"tenant": tenant_id, "test": test, "now": now, "rows": json.dumps(
+                [{"id": r["id"], "event_type": r["event_type"], "payload": r["payload"]} for r in rows],
+                separators=(",", ":"))})
     else:
         session.execute(insert(OutboxEvent.__table__), rows)
     if fan_out:
