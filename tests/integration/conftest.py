@@ -11,11 +11,16 @@ import psycopg
 import pytest
 import redis
 
+from cs_daemon import migrate
+from cs_daemon.config import Settings
 from cs_daemon.db import dispose_engines
+from cs_daemon.jobs import broker as jobs_broker
 from cs_daemon.jobs.heartbeat import last_beat_age
 from cs_daemon.runtime import Runtime
 from tests.conftest import PG, REDIS, _pg_conninfo
 from tests.support.processes import CS, Deadline, Service, Tree, service_env
+from tests.support.sse import AppServer
+from webapp import create_app
 
 
 @pytest.fixture
@@ -40,6 +45,32 @@ def prefix():
     if keys:
         client.delete(*keys)
     client.close()
+
+
+SECRET = "cross-process-test-secret"
+
+
+@pytest.fixture
+def production_rt(database, prefix, tmp_path):
+    """This process's runtime on the fresh database and Redis prefix, with the Redis broker
+    installed (approvals enqueue on Redis at commit, as in gunicorn); the embedded broker
+    is put back afterwards."""
+    settings = Settings(cs_data_dir=tmp_path / "data", database_url=database, redis_url=REDIS,
+                        cs_redis_prefix=prefix, cs_secret_key=SECRET)
+    migrate.upgrade(settings)
+    runtime = Runtime(settings)
+    runtime.install_broker()
+    yield runtime
+    jobs_broker.install(Settings(cs_data_dir=tmp_path / "data", database_url=None, redis_url=None,
+                                 cs_secret_key="t"))
+
+
+@pytest.fixture
+def api_here(production_rt):
+    """The API on a real HTTP server in this process."""
+    server = AppServer(create_app(runtime=production_rt))
+    yield server
+    server.close()
 
 
 @contextmanager

@@ -13,20 +13,13 @@ import pytest
 import requests
 from sqlalchemy import select
 
-from cs_daemon import migrate
-from cs_daemon.config import Settings
 from cs_daemon.delivery.models import Delivery, DeliveryAttempt
-from cs_daemon.jobs import broker as jobs_broker
-from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
-from tests.conftest import REDIS, auth
+from tests.conftest import auth
 from tests.integration.conftest import running_worker
 from tests.support.processes import Deadline
 from tests.support.smtp_server import Mailbox
-from tests.support.sse import AppServer
-from webapp import create_app
 
-SECRET = "email-cross-process-secret"
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/api/unsubscribe\?token=[\w.%-]+)")
 
 
@@ -38,23 +31,14 @@ def mailbox():
 
 
 @pytest.fixture
-def rt(database, prefix, tmp_path):
-    settings = Settings(cs_data_dir=tmp_path / "data", database_url=database, redis_url=REDIS,
-                        cs_redis_prefix=prefix, cs_secret_key=SECRET)
-    migrate.upgrade(settings)
-    runtime = Runtime(settings)
-    runtime.install_broker()    # approvals enqueue their delivery on Redis at commit, as in gunicorn
-    yield runtime
-    jobs_broker.install(Settings(cs_data_dir=tmp_path / "data", database_url=None, redis_url=None,
-                                 cs_secret_key="t"))
+def rt(production_rt):
+    return production_rt
 
 
 @pytest.fixture
-def api(rt):
+def api(api_here):
     """The API on a real HTTP server here; the worker links its mail to this address."""
-    server = AppServer(create_app(runtime=rt))
-    yield server
-    server.close()
+    return api_here
 
 
 def _call(base, key, method, path, body=None) -> dict:

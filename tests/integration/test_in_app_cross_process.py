@@ -13,37 +13,22 @@ import time
 import pytest
 import requests
 
-from cs_daemon import migrate
-from cs_daemon.config import Settings
-from cs_daemon.jobs import broker as jobs_broker
-from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
-from tests.conftest import REDIS, auth
+from tests.conftest import auth
 from tests.integration.conftest import running_worker
 from tests.support.processes import CS, Deadline, Service, Tree, free_port, poll_http, service_env
-from tests.support.sse import AppServer, SseClient
-from webapp import create_app
+from tests.support.sse import SseClient
 
-SECRET = "in-app-cross-process-secret"
 
 
 @pytest.fixture
-def rt(database, prefix, tmp_path):
-    settings = Settings(cs_data_dir=tmp_path / "data", database_url=database, redis_url=REDIS,
-                        cs_redis_prefix=prefix, cs_secret_key=SECRET)
-    migrate.upgrade(settings)
-    runtime = Runtime(settings)
-    runtime.install_broker()    # approvals enqueue their delivery on Redis at commit, as in gunicorn
-    yield runtime
-    jobs_broker.install(Settings(cs_data_dir=tmp_path / "data", database_url=None, redis_url=None,
-                                 cs_secret_key="t"))
+def rt(production_rt):
+    return production_rt
 
 
 @pytest.fixture
-def api(rt):
-    server = AppServer(create_app(runtime=rt))
-    yield server
-    server.close()
+def api(api_here):
+    return api_here
 
 
 @pytest.fixture
@@ -119,7 +104,7 @@ GRACEFUL_TIMEOUT = 20       # gunicorn's, as `cs serve` starts it
 def test_the_daemon_delivers_to_its_streams_and_a_graceful_stop_ends_them_at_once(rt, tmp_path, streams):
     s = rt.settings
     env = service_env(DATABASE_URL=s.database_url, REDIS_URL=s.redis_url, CS_REDIS_PREFIX=s.cs_redis_prefix,
-                      CS_SECRET_KEY=SECRET, CS_DATA_DIR=str(tmp_path / "data"))
+                      CS_SECRET_KEY=rt.settings.secret_key, CS_DATA_DIR=str(tmp_path / "data"))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     daemon = Service([CS, "serve", "--port", str(port)], env=env, cwd=tmp_path, log=tmp_path / "serve.err")
