@@ -157,3 +157,23 @@ def make_tenant(rt):
 @pytest.fixture
 def tenant(make_tenant):
     return make_tenant()
+
+
+@pytest.fixture
+def receiver():
+    """A real HTTP receiver on loopback for outbound deliveries (tests/support/receiver.py)."""
+    from tests.support.receiver import Receiver
+
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def mailbox():
+    """A real SMTP server on loopback that keeps what it accepts (tests/support/smtp_server.py)."""
+    from tests.support.smtp_server import Mailbox
+
+    box = Mailbox()
+    yield box
+    box.close()

@@ -24,13 +24,6 @@ MESSAGE = "Hello Ada <3\n\nYour first project & a template are waiting."
 
 
 @pytest.fixture
-def mailbox():
-    box = Mailbox()
-    yield box
-    box.close()
-
-
-@pytest.fixture
 def rt(settings, clock, mailbox):
     return Runtime(settings.model_copy(update={"smtp_url": mailbox.url, "cs_public_url": PUBLIC_URL,
                                                "mail_from": MAIL_FROM}), clock)

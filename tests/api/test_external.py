@@ -16,17 +16,9 @@ from cs_daemon.delivery.models import Delivery
 from cs_daemon.external import service as external
 from cs_daemon.outbox.models import OutboxEvent
 from tests.conftest import auth
-from tests.support.receiver import Receiver
 
 SCHEMA = {"type": "object", "properties": {"points": {"type": "integer", "minimum": 1}},
           "required": ["points"], "additionalProperties": False}
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

@@ -14,14 +14,6 @@ from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
 from cs_daemon.outbox.models import OutboxEvent
 from tests.conftest import auth
-from tests.support.receiver import Receiver
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

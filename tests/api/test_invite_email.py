@@ -16,18 +16,10 @@ from cs_daemon.delivery.models import Delivery, DeliveryAttempt
 from cs_daemon.runtime import Runtime
 from cs_daemon.team import mail
 from tests.conftest import auth
-from tests.support.smtp_server import Mailbox
 
 PUBLIC_URL = "https://cs.crew.example"
 MAIL_FROM = "Crew Success <success@crew.example>"
 LINK = re.compile(r"(https://\S+/api/team/accept\?token=[0-9a-f-]{36})")
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox()
-    yield box
-    box.close()
 
 
 @pytest.fixture

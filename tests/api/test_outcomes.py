@@ -19,16 +19,8 @@ from cs_daemon.jobs import registry
 from cs_daemon.outbox.models import OutboxEvent
 from tests.conftest import auth
 from tests.support.processes import Deadline
-from tests.support.receiver import Receiver
 
 EXIT = {"event": "report_created", "within_days": 7}
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

@@ -18,18 +18,10 @@ from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 from cs_daemon.tenants.models import Tenant
 from tests.conftest import auth
-from tests.support.receiver import Receiver
 
 SCHEMA = {"type": "object", "properties": {"points": {"type": "integer", "minimum": 1}},
           "required": ["points"], "additionalProperties": False}
 UNKNOWN = "6f1c2e9a-9a55-4b8e-9d0e-2f4b8f3c1d11"
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def partner_key(client, handle, role: str = "admin") -> str:

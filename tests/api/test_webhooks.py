@@ -23,13 +23,6 @@ from tests.support.receiver import Receiver
 
 
 @pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
-
-
-@pytest.fixture
 def growth(make_tenant):
     return make_tenant("Hooks", plan_tier="growth")
 

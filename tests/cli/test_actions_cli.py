@@ -33,13 +33,6 @@ def loopback_allowed(monkeypatch):
     monkeypatch.setenv("ALLOW_PRIVATE_WEBHOOK_URLS", "1")   # the receivers are on loopback
 
 
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
-
-
 def action_type(client, tenant, name: str, provider: str, url: str) -> None:
     resp = client.post("/api/external/action-types", headers=auth(tenant.key), json={
         "name": name, "description": f"{name} for a user", "provider": provider, "parameters_schema": SCHEMA,

@@ -34,13 +34,6 @@ def loopback_allowed(monkeypatch):
 
 
 @pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
-
-
-@pytest.fixture
 def growth(make_tenant):
     return make_tenant("Hooks", plan_tier="growth")
 

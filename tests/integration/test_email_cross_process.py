@@ -18,16 +18,8 @@ from cs_daemon.tenants import service as tenants
 from tests.conftest import auth
 from tests.integration.conftest import running_worker
 from tests.support.processes import Deadline
-from tests.support.smtp_server import Mailbox
 
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/api/unsubscribe\?token=[\w.%-]+)")
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox()
-    yield box
-    box.close()
 
 
 @pytest.fixture

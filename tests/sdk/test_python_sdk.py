@@ -5,7 +5,6 @@ network or server where a test needs one; time moves only through the SDK's Manu
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import uuid
 from datetime import datetime, timezone
