@@ -7,7 +7,6 @@ import threading
 
 import typer
 
-from cs_daemon.config import Settings
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 

@@ -5,7 +5,7 @@ from datetime import datetime
 from sqlalchemy import Column, Index, String, text
 from sqlmodel import Field
 
-from ..db import TenantOwned, UTCDateTime, id_field, json_field, time_field
+from ..db import TenantOwned, id_field, json_field, time_field
 
 
 class Customer(TenantOwned, table=True):

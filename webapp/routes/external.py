@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from cs_daemon.errors import ValidationFailed
 from cs_daemon.external import platforms, service
 from cs_daemon.external.schemas import (
     Accepted, ActionCreate, ActionList, ActionPublic, ActionQuery, ActionResponse, ActionTypeCreate,

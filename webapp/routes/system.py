@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, current_app
+from flask import current_app
 
 from cs_daemon import health
 from cs_daemon.schemas import Wire
