@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     cs_stream_slots: int = Field(1000, ge=1, le=10_000)   # open in-app streams per API process
     cs_worker_processes: int = Field(1, ge=1, le=64)
     cs_worker_threads: int = Field(4, ge=1, le=256)
+    cs_segment_work_mem_mb: int = Field(64, ge=4, le=4096)   # PostgreSQL work_mem of segment counts and sweeps
     cs_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("database_url")

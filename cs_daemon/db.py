@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterator
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import JSON, DateTime, String, bindparam, event
+from sqlalchemy import JSON, DateTime, String, bindparam, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
@@ -174,6 +174,22 @@ def session_scope(
         session.close()
     for fn, args in callbacks:
         fn(*args)
+
+
+def room_for_segments(session: Session) -> None:
+    """Give this transaction's queries over a whole segment (a condition tree counted or
+    swept across every customer) `CS_SEGMENT_WORK_MEM_MB` of PostgreSQL work_mem. An
+    event clause under `any` stays a correlated subquery, which PostgreSQL runs either
+    as one index probe per customer or, when the matching users' ids fit in memory, as
+    one scan of the events into a hash table: the default 4 MB picks the probes, several
+    times slower on a large tenant. Past the memory the planner keeps the probes, so a
+    bigger tenant is slower, never wrong. A no-op on SQLite and in autocommit sessions."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    if session.connection().get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        return
+    megabytes = session.info["settings"].cs_segment_work_mem_mb
+    session.execute(text(f"SET LOCAL work_mem = '{int(megabytes)}MB'"))
 
 
 def on_commit(session: Session, fn: Callable, *args) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import exists, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
-from ..db import new_id, on_commit
+from ..db import new_id, on_commit, room_for_segments
 from ..engine import conditions
 from ..playbooks.models import Playbook
 from .models import DecisionRequest
@@ -71,6 +71,7 @@ def sweep_candidates(session: Session, now: datetime) -> list[str]:
         return []
     dialect = session.get_bind().dialect.name
     match = or_(*[conditions.to_sql(t, now=now, dialect=dialect) for t in trees])
+    room_for_segments(session)
     return list(session.scalars(select(Customer.id).where(match)
                                 .order_by(Customer.updated_at.desc()).limit(SWEEP_USERS_PER_TENANT)))
 

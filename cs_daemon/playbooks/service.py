@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from .. import plans
 from ..customers.models import Customer
+from ..db import room_for_segments
 from ..engine import conditions
 from ..errors import NotFound, PlanLimit, ValidationFailed
 from ..interventions.models import Intervention
@@ -113,4 +114,5 @@ def success_rates(session: Session) -> dict[str, float | None]:
 def preview_count(session: Session, tree: dict, *, now: datetime) -> int:
     tree = check_conditions(tree, "entry_conditions")
     expr = conditions.to_sql(tree, now=now, dialect=session.get_bind().dialect.name)
+    room_for_segments(session)
     return session.scalar(select(func.count()).select_from(Customer).where(expr)) or 0
