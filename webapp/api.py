@@ -160,10 +160,16 @@ def _json_body() -> Any:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed("the request body is not valid JSON",
                                [{"field": "body", "message": str(exc)}]) from None
+
+
+def _not_json(constant: str):
+    """Python's json module reads NaN and Infinity, which are not JSON (and no database
+    column or receiver takes them): refuse them like any other bad JSON."""
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def _validate(model: type[BaseModel], data: Any, where: str):

@@ -96,6 +96,16 @@ def test_bad_batches_are_refused_with_nothing_stored(client, tenant, rt, payload
         assert s.scalar(select(func.count()).select_from(Customer)) == 0
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_numbers_are_refused_with_nothing_stored(client, tenant, rt, constant):
+    """Python's json module would read them; PostgreSQL's json type and receivers would not."""
+    body = '{"events": [{"user_id": "u", "event": "x", "properties": {"ratio": %s}}]}' % constant
+    resp = client.post("/api/track", headers={**auth(tenant.key), "Content-Type": "application/json"}, data=body)
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+    assert resp.json["details"] == [{"field": "body", "message": f"{constant} is not a JSON value"}]
+    assert _events(rt, tenant.id) == []
+
+
 def test_test_key_events_are_marked_test(client, tenant, rt):
     key = tenant.issue("editor", ["ingest"], test=True)
     resp = client.post("/api/track", headers=auth(key), json={"events": [{"user_id": "t1", "event": "x"}]})
