@@ -184,3 +184,22 @@ def test_event_timestamps_in_the_past_are_kept(client, tenant, rt, clock):
     [event] = _events(rt, tenant.id)
     assert event.timestamp == clock.now() - timedelta(days=3)
     assert event.received_at == clock.now()
+
+
+def test_rescored_users_are_written_through_the_primary_key(rt, tenant, backend):
+    """The UPDATE joins json_to_recordset, which PostgreSQL estimates at 100 rows: joined
+    on the id alone it hashed a scan of all the tenant's customers for every batch."""
+    from cs_daemon.customers import bulk
+
+    if backend != "postgres":
+        pytest.skip("a PostgreSQL plan")
+    with rt.session(tenant.id) as s:
+        bulk.create(s, tenant.id, [f"user-{i:05d}" for i in range(3000)], test=False, now=rt.now())
+    with rt.session(tenant.id) as s:
+        cur = bulk._cursor(s)
+        cur.execute("ANALYZE customers")
+        rows = [bulk.CustomerRow(id=f"user-{i:05d}", updated_at=rt.now()) for i in (7, 1500, 2999)]
+        cur.execute("EXPLAIN " + bulk.PG_WRITE, bulk.write_params(tenant.id, rows))
+        plan = "\n".join(line for (line,) in cur.fetchall())
+        s.rollback()
+    assert "customers_pkey" in plan and "Seq Scan on customers" not in plan, plan
