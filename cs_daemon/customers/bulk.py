@@ -141,6 +141,17 @@ ON CONFLICT (tenant_id, id) DO NOTHING
 RETURNING id
 """
 
+# the same insert, and the tenant's count of tracked users moved by the rows it made, in
+# one round trip (a data-modifying CTE runs whether or not the query reads it)
+PG_INSERT_COUNTED_CUSTOMERS = f"""
+WITH created AS ({PG_INSERT_CUSTOMERS.strip()}),
+counted AS (
+    UPDATE tenants SET tracked_users = tracked_users + (SELECT count(*) FROM created)
+    WHERE id = %(tenant)b AND EXISTS (SELECT 1 FROM created)
+)
+SELECT id FROM created
+"""
+
 PG_LOCK = f"""
 SELECT {', '.join(READ)},
        EXISTS (SELECT 1 FROM playbooks WHERE tenant_id = %(tenant)b AND status = 'active'),
@@ -194,6 +205,21 @@ def create(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
         if done.rowcount:
             created.append(user_id)
     return created
+
+
+def create_counted(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
+                   now: datetime) -> list[str]:
+    """`create`, and the tenant's tracked-user count moved by as many (for a tenant
+    without a limit, whose seats are not reserved ahead)."""
+    if not _postgres(session):
+        created = create(session, tenant_id, user_ids, test=test, now=now)
+        if created:
+            count_users(session, tenant_id, len(created))
+        return created
+    with _cursor(session) as cur:
+        cur.execute(PG_INSERT_COUNTED_CUSTOMERS, {"tenant": tenant_id, "ids": sorted(user_ids), "now": now,
+                                                  "test": test})
+        return [row[0] for row in cur.fetchall()]
 
 
 @dataclass(frozen=True, slots=True)

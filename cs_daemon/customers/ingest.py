@@ -117,13 +117,16 @@ def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, t
 
 def _create_unlimited(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
                       now: datetime) -> None:
-    created = bulk.create(session, tenant_id, user_ids, test=test, now=now)
-    if created:
-        _count_users(session, tenant_id, len(created))
+    if bulk.create_counted(session, tenant_id, user_ids, test=test, now=now):
+        _forget_count(session, tenant_id)
 
 
 def _count_users(session: Session, tenant_id: str, delta: int) -> None:
     bulk.count_users(session, tenant_id, delta)
+    _forget_count(session, tenant_id)
+
+
+def _forget_count(session: Session, tenant_id: str) -> None:
     tenant = session.info.get("tenant")
     if isinstance(tenant, Tenant) and tenant.id == tenant_id:
         session.expire(tenant, ["tracked_users"])
@@ -190,7 +193,7 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
 
 def _forget_loaded(session: Session, tenant_id: str, customers: list[bulk.CustomerRow]) -> None:
     """Customers this session holds as objects are stale after the bulk write: expire them."""
-    if not session.identity_map:
+    if not any(key[0] is Customer for key in session.identity_map.keys()):
         return
     for c in customers:
         loaded = session.identity_map.get(session.identity_key(Customer, (tenant_id, c.id)))

@@ -96,6 +96,29 @@ def test_bad_batches_are_refused_with_nothing_stored(client, tenant, rt, payload
         assert s.scalar(select(func.count()).select_from(Customer)) == 0
 
 
+def test_a_tenant_without_a_limit_counts_the_users_it_tracks(client, tenant, rt):
+    from cs_daemon.tenants.models import Tenant
+
+    with rt.session() as s:
+        s.get(Tenant, tenant.id).tracked_user_limit = None
+    h = auth(tenant.key)
+
+    def tracked():
+        with rt.session() as s:
+            return s.get(Tenant, tenant.id).tracked_users
+
+    first = {"events": [{"user_id": "a", "event": "x", "idempotency_key": "k1"},
+                        {"user_id": "b", "event": "x", "idempotency_key": "k2"}]}
+    assert client.post("/api/track", headers=h, json=first).json["accepted"] == 2
+    assert tracked() == 2
+    assert client.post("/api/track", headers=h, json={"events": [
+        {"user_id": "a", "event": "y"}, {"user_id": "c", "event": "x"}]}).json["accepted"] == 2
+    assert tracked() == 3
+    assert client.post("/api/track", headers=h, json={"events": [{"user_id": "a", "event": "z"}]}).status_code == 200
+    assert client.post("/api/track", headers=h, json=first).json["duplicates"] == 2
+    assert tracked() == 3
+
+
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_non_json_numbers_are_refused_with_nothing_stored(client, tenant, rt, constant):
     """Python's json module would read them; PostgreSQL's json type and receivers would not."""
