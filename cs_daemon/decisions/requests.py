@@ -9,6 +9,7 @@ last, so a crash in between leaves the request open for the sweep to retry.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy import exists, insert, or_, select, update
@@ -19,6 +20,8 @@ from ..db import new_id, on_commit, room_for_segments
 from ..engine import conditions
 from ..playbooks.models import Playbook
 from .models import DecisionRequest
+
+log = logging.getLogger(__name__)
 
 LEASE = timedelta(minutes=2)
 RETRY_AFTER = timedelta(seconds=30)
@@ -102,9 +105,34 @@ def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bo
                                         events=events, state_changed=state_changed)
     with rt.session(tenant_id) as session:
         made = None
-        if proposal:
+        if proposal and _still_allowed(session, tenant_id, user_id, proposal, rt.now()):
             tenant = tenants.get(session, tenant_id, now=now)
             made = record(session, tenant, session.get(Customer, (tenant_id, user_id)), proposal, now=rt.now())
         if request_id:
             session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id).values(done_at=rt.now()))
         return made
+
+
+def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now: datetime) -> bool:
+    """The proposal was made without a lock, and another decision for the same user (a
+    sweep and an event, two worker threads) may have been recorded since. Hold the user
+    until commit and check the playbook's repeat limits against the history now."""
+    from ..engine.decisions import repeat_limit
+    from . import context
+
+    hold_user(session, tenant_id, user_id)
+    why = repeat_limit(proposal.spec, context.history(session, user_id, now), now)
+    if why:
+        log.info("decision for user %s dropped: %s (%s)", user_id, why, proposal.spec.name)
+    return why is None
+
+
+def hold_user(session: Session, tenant_id: str, user_id: str) -> None:
+    """Until this transaction ends, no other decision for the user is recorded, and the
+    reads that follow see every one committed before."""
+    table = Customer.__table__
+    mine = (table.c.tenant_id == tenant_id, table.c.id == user_id)
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(table.c.id).where(*mine).with_for_update())
+    else:   # SQLite: a first write takes the database's write lock, with a fresh snapshot
+        session.execute(update(table).where(*mine).values(updated_at=table.c.updated_at))

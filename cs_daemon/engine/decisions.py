@@ -257,6 +257,20 @@ def _blocked(pset: PlaybookSet, i: int, user: UserContext, history: History, now
         if channel is None:
             return why
         verdict.channel = channel
+    repeated = repeat_limit(pb, history, now)
+    if repeated:
+        return repeated
+    if user_facing and c.get("quiet_hours") and in_quiet_hours(c["quiet_hours"], user.timezone, now):
+        return "quiet hours in the user's time zone"
+    if c.get("min_confidence") is not None and verdict.confidence < c["min_confidence"]:
+        return f"confidence {verdict.confidence} below min_confidence {c['min_confidence']}"
+    return None
+
+
+def repeat_limit(pb: PlaybookSpec, history: History, now: datetime) -> str | None:
+    """Why what the user and the tenant already received keeps this playbook from acting
+    again now (max_per_user, cooldown_hours, max_per_day), or None."""
+    c = pb.constraints or {}
     limit = max_per_user(c)
     if limit is not None and history.for_user.get(pb.id, 0) >= limit:
         return f"max_per_user reached ({history.for_user.get(pb.id, 0)} of {limit})"
@@ -265,10 +279,6 @@ def _blocked(pset: PlaybookSet, i: int, user: UserContext, history: History, now
         return f"in cooldown until {(last + timedelta(hours=c['cooldown_hours'])).isoformat()}"
     if c.get("max_per_day") is not None and history.last_day.get(pb.id, 0) >= c["max_per_day"]:
         return f"max_per_day reached ({history.last_day.get(pb.id, 0)} of {c['max_per_day']} in 24 h)"
-    if user_facing and c.get("quiet_hours") and in_quiet_hours(c["quiet_hours"], user.timezone, now):
-        return "quiet hours in the user's time zone"
-    if c.get("min_confidence") is not None and verdict.confidence < c["min_confidence"]:
-        return f"confidence {verdict.confidence} below min_confidence {c['min_confidence']}"
     return None
 
 

@@ -208,3 +208,41 @@ def test_a_failing_model_falls_back_to_the_template_and_says_so(client, tenant, 
     [iv] = _interventions(Runtime(settings, clock), tenant)
     assert iv.message_body == "Hi Ada, welcome aboard."
     assert "AI writer unavailable" in iv.reasoning
+
+
+def test_a_decision_recorded_while_another_was_being_written_keeps_max_per_user(client, tenant, rt, monkeypatch):
+    """Two decisions for one user (a sweep and an event, two worker threads) are proposed
+    without a lock; the second to record sees the first and stops at max_per_user."""
+    from cs_daemon.decisions import record as recording
+
+    _playbook(client, tenant, constraints={"max_per_user": 1})
+    _signup(client, tenant)
+    real, raced = recording.propose, []
+
+    def propose_while_another_records(*args, **kwargs):
+        proposal = real(*args, **kwargs)
+        if not raced:
+            raced.append(True)
+            requests.decide_for(rt, tenant.id, "u1", events=["signed_up"])   # the other one wins
+        return proposal
+
+    monkeypatch.setattr(recording, "propose", propose_while_another_records)
+    assert requests.decide_for(rt, tenant.id, "u1", events=["signed_up"]) is None
+    assert raced and len(_interventions(rt, tenant)) == 1
+    assert len(_outbox(rt, tenant, "decision.recommended")) == 1
+
+
+def test_a_held_user_makes_a_second_recorder_wait(client, tenant, rt, backend):
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    if backend != "postgres":
+        pytest.skip("SQLite's write lock is the whole database's")
+    _signup(client, tenant)
+    with rt.session(tenant.id) as first:
+        requests.hold_user(first, tenant.id, "u1")
+        with rt.session(tenant.id) as second:
+            second.execute(text("SET LOCAL lock_timeout = '200ms'"))
+            requests.hold_user(second, tenant.id, "u2")          # another user is free
+            with pytest.raises(OperationalError, match="lock timeout"):
+                requests.hold_user(second, tenant.id, "u1")
