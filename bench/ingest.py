@@ -66,6 +66,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -544,10 +545,9 @@ def cpu_of(pids: list[int]) -> dict[int, float]:
     return {pid: cpu_seconds(pid) for pid in pids}
 
 
-def backend_pids(conninfo: str) -> list[int]:
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
-        return [r[0] for r in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
+BENCH_APP = "cs-bench"   # application_name of the bench's own connections (not counted)
+SERVICE_BACKENDS = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                    f"AND backend_type = 'client backend' AND application_name <> '{BENCH_APP}'")
 
 
 def _post(port: int, body: bytes, headers: dict) -> tuple[int, bytes]:
@@ -716,7 +716,8 @@ class AutoAnalyzer:
 
     def _run(self) -> None:
         try:
-            with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
+            with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5,
+                                 application_name=BENCH_APP) as conn:
                 while not self.stop.wait(2.0):
                     self.once(conn)
         except Exception as exc:  # reported, never fatal
@@ -807,16 +808,51 @@ def run_pass(env: Environment, label: str, fn, ctx: dict, lists: list[list[int]]
     )
 
 
+class BackendCpu(threading.Thread):
+    """CPU time the database's backends spent during a pass. The pool retires a
+    connection after 5 minutes, so backends end and start during a long pass: they are
+    sampled twice a second, a backend that appears counts from zero (it started within
+    the pass), and one that ends counts up to its last sample (at most half a second of
+    its CPU is missed)."""
+
+    def __init__(self, conninfo: str):
+        super().__init__(daemon=True)
+        self.conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5, application_name=BENCH_APP)
+        self.first, self.last = {}, {}
+        self.stopping = threading.Event()
+        self.sample(started=True)
+
+    def sample(self, started: bool = False) -> None:
+        for (pid,) in self.conn.execute(SERVICE_BACKENDS).fetchall():
+            cpu = cpu_seconds(pid)
+            if cpu:
+                self.first.setdefault(pid, cpu if started else 0.0)
+                self.last[pid] = cpu
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.5):
+            self.sample()
+
+    def stop(self) -> float:
+        self.stopping.set()
+        self.join()
+        self.sample()
+        self.conn.close()
+        return sum(self.last[p] - self.first[p] for p in self.last)
+
+
 def measured_pass(env: Environment, conninfo: str, label: str, ctx: dict, lists: list[list[int]],
                   timeout: float, analyze: str | None = None) -> PassResult:
     """A service pass, with the CPU time of the gunicorn workers and of their PostgreSQL
-    backends (the pooled connections, open since the warm-up)."""
-    workers, backends = env.worker_pids(), backend_pids(conninfo)
-    w0, b0 = cpu_of(workers), cpu_of(backends)
+    backends."""
+    workers = env.worker_pids()
+    w0 = cpu_of(workers)
+    backends = BackendCpu(conninfo)
+    backends.start()
     res = run_pass(env, label, _service_worker, ctx, lists, timeout, analyze)
-    w1, b1 = cpu_of(workers), cpu_of(backends)
+    res.cpu_backends = backends.stop()
+    w1 = cpu_of(workers)
     res.cpu_server = sum(w1[p] - w0[p] for p in workers)
-    res.cpu_backends = sum(b1[p] - b0[p] for p in backends)
     return res
 
 
