@@ -161,7 +161,9 @@ def session_scope(
     session.info["after_commit"] = []
     try:
         yield session
-        if commit:
+        if not atomic and not (session.new or session.dirty or session.deleted):
+            pass   # each statement committed itself: nothing is left to flush or commit
+        elif commit:
             session.commit()
         else:
             session.rollback()

@@ -26,7 +26,10 @@ _BY_DIGEST = (
     .outerjoin(Member, Member.id == ApiKey.member_id)
     .where(ApiKey.digest == bindparam("digest"))
 )
-_KEYS = select(ApiKey.__table__).order_by(ApiKey.__table__.c.created_at, ApiKey.__table__.c.id)
+_listed = ApiKey.__table__.c
+_KEYS = (select(_listed.id, _listed.prefix, _listed.label, _listed.role, _listed.permissions, _listed.test,
+                _listed.created_at, _listed.last_used_at, _listed.revoked_at)
+         .order_by(_listed.created_at, _listed.id))
 _ACTIVE_KEYS = _KEYS.where(ApiKey.__table__.c.revoked_at.is_(None))
 
 
