@@ -30,7 +30,7 @@ _listed = ApiKey.__table__.c
 _KEYS = (select(_listed.id, _listed.prefix, _listed.label, _listed.role, _listed.permissions, _listed.test,
                 _listed.created_at, _listed.last_used_at, _listed.revoked_at)
          .order_by(_listed.created_at, _listed.id))
-_ACTIVE_KEYS = _KEYS.where(ApiKey.__table__.c.revoked_at.is_(None))
+_ACTIVE_KEYS = _KEYS.where(_listed.revoked_at.is_(None))
 
 
 @dataclass(frozen=True)
