@@ -232,12 +232,11 @@ def test_a_decision_recorded_while_another_was_being_written_keeps_max_per_user(
     assert len(_outbox(rt, tenant, "decision.recommended")) == 1
 
 
+@pytest.mark.parametrize("backend", ["postgres"])   # SQLite's write lock is the whole database's
 def test_a_held_user_makes_a_second_recorder_wait(client, tenant, rt, backend):
     from sqlalchemy import text
     from sqlalchemy.exc import OperationalError
 
-    if backend != "postgres":
-        pytest.skip("SQLite's write lock is the whole database's")
     _signup(client, tenant)
     with rt.session(tenant.id) as first:
         requests.hold_user(first, tenant.id, "u1")

@@ -202,13 +202,12 @@ def test_preview_count_gives_postgres_work_mem_to_hash_event_subqueries(client, 
         assert s.execute(text("SHOW work_mem")).scalar() != "64MB"
 
 
+@pytest.mark.parametrize("backend", ["postgres"])   # work_mem is PostgreSQL's
 def test_segment_work_mem_is_a_setting(tenant, backend, tmp_path, request, sqlite_template, clock):
     from cs_daemon.playbooks import service
     from cs_daemon.runtime import Runtime
     from tests.conftest import make_settings
 
-    if backend != "postgres":
-        pytest.skip("work_mem is PostgreSQL's")
     settings = make_settings(backend, tmp_path, request.getfixturevalue("pg_url"), sqlite_template,
                              cs_segment_work_mem_mb=16)
     other = Runtime(settings, clock)
