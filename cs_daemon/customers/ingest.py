@@ -185,8 +185,8 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     bulk.write(session, tenant_id, customers)
     _forget_loaded(session, tenant_id, customers)
     if followers.open_interventions:
-        outcomes.note_responses(session, tenant_id, [(r["user_id"], r["event"], r["timestamp"]) for r in inserted],
-                                now=now)
+        outcomes.note_events(session, tenant_id, [(r["user_id"], r["event"], r["timestamp"]) for r in inserted],
+                            now=now)
     outbox.record_many(session, tenant_id, changes, now=now, test=test, fan_out=followers.endpoints)
     return touched, followers
 

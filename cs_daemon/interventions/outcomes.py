@@ -5,10 +5,13 @@ exit conditions (default 7) from `delivered_at`. While the window is open:
 
 - the user's first event at or after the delivery is a response: `responded_at` is set
   and `user.responded` is emitted (an in-app click reported by the SDK counts too);
-- the outcome sweep records `positive` once the playbook's exit conditions hold for the
-  user, `negative` once the user has churned, and `neutral` when the window closes with
-  neither. Each outcome emits `outcome.recorded` and so feeds the playbook's
-  `success_rate`, which the engine ranks by.
+- the outcome is recorded as soon as it is known: `positive` once the playbook's exit
+  conditions hold for the user, `negative` once the user has churned, `neutral` when the
+  window closes with neither. The user's events are checked as they are ingested (the
+  event that meets the exit conditions settles it in the same transaction); the outcome
+  sweep checks every open window each minute, for what no event reveals (a window
+  closing, conditions met before the delivery). Each outcome emits `outcome.recorded`
+  and so feeds the playbook's `success_rate`, which the engine ranks by.
 
 Every write is a conditional UPDATE, so a response or an outcome is recorded once however
 many ingests, clicks or sweeps race for it, and never on an intervention rolled back
@@ -53,23 +56,26 @@ def _is_open():
 
 # -- responses --------------------------------------------------------------------------
 
-def note_responses(session: Session, tenant_id: str, events: Iterable[tuple[str, str, datetime]], *,
-                   now: datetime) -> int:
-    """`events` are (user_id, event name, timestamp) just stored. Each open intervention
-    of those users without a response yet gets the first of its user's events at or after
-    its delivery and inside its window. Returns how many responses were recorded."""
+def note_events(session: Session, tenant_id: str, events: Iterable[tuple[str, str, datetime]], *,
+                now: datetime) -> tuple[int, int]:
+    """`events` are (user_id, event name, timestamp) just stored, and the users' state is
+    already updated by them. Each open intervention of those users without a response yet
+    gets the first of its user's events at or after its delivery and inside its window;
+    then the outcomes these events made known are recorded. Returns how many responses
+    and how many outcomes were recorded."""
     by_user: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
     for user_id, name, at in events:
         by_user[user_id].append((at, name))
-    done = 0
-    for iv in _open_of_users(session, list(by_user)):
+    ivs = _open_of_users(session, sorted(by_user))
+    responses = 0
+    for iv in ivs:
         if iv.responded_at is not None:
             continue
         inside = sorted(e for e in by_user[iv.user_id] if iv.delivered_at <= e[0] < iv.attribution_until)
         if inside:
             at, name = inside[0]
-            done += respond(session, iv, at=at, response="event", event=name, now=now)
-    return done
+            responses += respond(session, iv, at=at, response="event", event=name, now=now)
+    return responses, settle(session, ivs, now=now)
 
 
 def _open_of_users(session: Session, user_ids: list[str]) -> list[Intervention]:
@@ -102,6 +108,12 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
     session). Returns how many were recorded."""
     ivs = session.scalars(select(Intervention).where(*_is_open())
                           .order_by(Intervention.attribution_until).limit(batch)).all()
+    return settle(session, ivs, now=now)
+
+
+def settle(session: Session, ivs: list[Intervention], *, now: datetime) -> int:
+    """Record the outcome of each of these open interventions that is known now; returns
+    how many were recorded."""
     if not ivs:
         return 0
     users = sorted({iv.user_id for iv in ivs})

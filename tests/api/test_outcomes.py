@@ -1,6 +1,7 @@
 """Responses and outcomes of delivered interventions (decisions §8): the attribution window
 from the playbook's exit conditions, user.responded on the first event after a delivery,
-the outcome sweep (positive, negative, neutral) with outcome.recorded, the success rate
+outcomes (positive, negative, neutral) recorded on the event that settles them or by
+the sweep, with outcome.recorded, the success rate
 it feeds, and in-app clicks and dismissals reported with the stream token."""
 
 from __future__ import annotations
@@ -139,22 +140,36 @@ def test_a_rolled_back_intervention_gets_no_response_and_no_outcome(client, worl
 # --- outcomes ------------------------------------------------------------------------------
 
 
-def test_exit_conditions_met_in_the_window_make_it_positive(client, world, rt, clock):
+def test_the_event_that_meets_the_exit_conditions_makes_it_positive(client, world, rt, clock):
     pid = _playbook(client, world, EXIT)
     iv = _delivered(client, rt, world, pid)
     assert _sweep(rt, world) == 0 and _success_rate(client, world, pid) is None
     clock.advance(days=2)
+    _track(client, world, [{"user_id": "u1", "event": "viewed_report"}])
+    assert _row(rt, world, iv).outcome is None           # a response, not yet the exit
+    clock.advance(minutes=1)
     _track(client, world, [{"user_id": "u1", "event": "report_created"}])
-    assert _sweep(rt, world) == 1
-    assert _sweep(rt, world) == 0                        # recorded once
-    row = _row(rt, world, iv)
+    row = _row(rt, world, iv)                            # settled by the ingest, no sweep
     assert row.outcome == "positive" and row.outcome_at == clock.now()
+    assert _sweep(rt, world) == 0                        # recorded once
+    _track(client, world, [{"user_id": "u1", "event": "report_created"}])
     [recorded] = _events(rt, world, "outcome.recorded")
     assert recorded == {"event": "outcome.recorded", "intervention_id": iv, "user_id": "u1", "playbook_id": pid,
                         "channel": "webhook", "outcome": "positive",
-                        "delivered_at": (clock.now() - timedelta(days=2)).isoformat(),
+                        "delivered_at": (clock.now() - timedelta(days=2, minutes=1)).isoformat(),
                         "recorded_at": clock.now().isoformat()}
     assert _success_rate(client, world, pid) == 1.0
+
+
+def test_exit_conditions_already_met_at_delivery_are_found_by_the_sweep(client, world, rt, clock):
+    pid = _playbook(client, world, EXIT)
+    _track(client, world, [{"user_id": "u1", "event": "report_created"}])
+    iv = _delivered(client, rt, world, pid)
+    assert _row(rt, world, iv).outcome is None           # no event since the delivery
+    assert _sweep(rt, world) == 1
+    assert _sweep(rt, world) == 0
+    assert _row(rt, world, iv).outcome == "positive"
+    assert [e["outcome"] for e in _events(rt, world, "outcome.recorded")] == ["positive"]
 
 
 def test_a_user_who_churns_in_the_window_makes_it_negative(client, world, rt, clock):
@@ -162,9 +177,17 @@ def test_a_user_who_churns_in_the_window_makes_it_negative(client, world, rt, cl
     iv = _delivered(client, rt, world, pid)
     _track(client, world, [{"user_id": "u1", "event": "subscription_canceled"}])
     assert client.get("/api/customers/u1", headers=auth(world.key)).json["customer"]["lifecycle_stage"] == "churned"
-    assert _sweep(rt, world) == 1
-    assert _row(rt, world, iv).outcome == "negative"
+    assert _row(rt, world, iv).outcome == "negative"     # on the churning event
+    assert _sweep(rt, world) == 0
     assert _success_rate(client, world, pid) == 0.0
+
+
+def test_an_event_settles_only_its_own_users_interventions(client, world, rt, clock):
+    _track(client, world, [{"user_id": "u2", "event": "$identify"}])
+    pid = _playbook(client, world, EXIT)
+    first, second = _delivered(client, rt, world, pid), _delivered(client, rt, world, pid, user="u2")
+    _track(client, world, [{"user_id": "u2", "event": "report_created"}])
+    assert (_row(rt, world, first).outcome, _row(rt, world, second).outcome) == (None, "positive")
 
 
 def test_a_window_closing_with_neither_makes_it_neutral(client, world, rt, clock):
