@@ -1,8 +1,14 @@
 """The cache store: Redis in production, a dict in the embedded mode. Small on purpose:
-counters for rate limits, values with a time to live (heartbeats, short-lived state)."""
+counters for rate limits, values with a time to live (heartbeats, short-lived state),
+and tokens that change whenever what they stand for changes (the key memo's).
+
+`later(ops)` sends several operations in one round trip and reads the answers when the
+caller is ready, so the API can count a request while it does other I/O. An operation is
+("incr", key, ttl): the count after one more; or ("get", [key, ...]): their values."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from typing import Callable, Protocol
@@ -17,6 +23,7 @@ class Cache(Protocol):
     def set(self, key: str, value: str, ttl: int | None = None) -> None: ...
     def incr(self, key: str, ttl: int) -> int: ...
     def incr_later(self, key: str, ttl: int) -> Callable[[], int]: ...
+    def later(self, ops: list[tuple]) -> Callable[[], list]: ...
     def add(self, key: str, value: str, ttl: int) -> bool: ...
     def ping(self) -> None: ...
 
@@ -64,6 +71,10 @@ class MemoryCache:
         value = self.incr(key, ttl)
         return lambda: value
 
+    def later(self, ops: list[tuple]) -> Callable[[], list]:
+        answers = [self.incr(*args) if op == "incr" else [self.get(k) for k in args[0]] for op, *args in ops]
+        return lambda: answers
+
     def ping(self) -> None:
         return None
 
@@ -98,33 +109,63 @@ class RedisCache:
         return self.incr_later(key, ttl)()
 
     def incr_later(self, key: str, ttl: int) -> Callable[[], int]:
-        """Send INCR and EXPIRE NX now; the returned function reads the count. The round
-        trip runs while the caller does other I/O (the API looks the key up meanwhile).
-        The function must be called once, also when the count is not wanted any more:
+        """Send INCR and EXPIRE NX now; the returned function reads the count."""
+        answers = self.later([("incr", key, ttl)])
+        return lambda: answers()[0]
+
+    def later(self, ops: list[tuple]) -> Callable[[], list]:
+        """Send the operations now in one pipeline; the returned function reads their
+        answers. It must be called once, also when the answers are not wanted any more:
         it gives the connection back."""
-        pool, name = self.client.connection_pool, self.prefix + key
+        commands: list[tuple] = []
+        for op, *args in ops:
+            if op == "incr":
+                name = self.prefix + args[0]
+                commands += [("INCR", name), ("EXPIRE", name, args[1], "NX")]
+            elif op == "get":
+                commands.append(("MGET", *(self.prefix + k for k in args[0])))
+            else:
+                raise ValueError(f"unknown cache operation {op!r}")
+        pool = self.client.connection_pool
         conn = pool.get_connection()
         try:
-            conn.send_packed_command(conn.pack_commands([("INCR", name), ("EXPIRE", name, ttl, "NX")]))
+            conn.send_packed_command(conn.pack_commands(commands))
         except BaseException:
             conn.disconnect()
             pool.release(conn)
             raise
 
-        def count() -> int:
+        def answers() -> list:
             try:
-                value = conn.read_response()
-                conn.read_response()
-                return int(value)
+                replies = [conn.read_response() for _ in commands]
             except BaseException:
                 conn.disconnect()       # never hand back a connection with answers unread
                 raise
             finally:
                 pool.release(conn)
-        return count
+            return _answers(ops, replies)
+        return answers
 
     def ping(self) -> None:
         self.client.ping()
+
+
+def _answers(ops: list[tuple], replies: list) -> list:
+    """One answer an operation: an incr's count (INCR's reply; EXPIRE's is skipped), a
+    get's values."""
+    out, at = [], 0
+    for op, *_ in ops:
+        if op == "incr":
+            out.append(int(replies[at]))
+            at += 2
+        else:
+            out.append([v.decode() if v is not None else None for v in replies[at]])
+            at += 1
+    return out
+
+
+def new_token() -> str:
+    return secrets.token_hex(8)
 
 
 _memory = MemoryCache()

@@ -41,10 +41,8 @@ def hit(cache: Cache, key: str, limit: int, now: datetime) -> Verdict:
 def start(cache: Cache, key: str, now: datetime) -> Callable[[int], Verdict]:
     """Count one request of `key` now; the returned function judges it once the limit is
     known, and must be called (it finishes the count's round trip)."""
-    ts = now.timestamp()
-    window = int(ts // WINDOW)
     try:
-        counted = cache.incr_later(f"rl:{key}:{window}", WINDOW * 2)
+        counted = cache.incr_later(*counter(key, now))
     except Exception as exc:  # the cache being down must not take the API down
         log.warning("rate limit not applied, cache unreachable: %s", exc)
         counted = _none
@@ -55,15 +53,26 @@ def start(cache: Cache, key: str, now: datetime) -> Callable[[int], Verdict]:
         except Exception as exc:
             log.warning("rate limit not applied, cache unreachable: %s", exc)
             count = 0
-        reset_at = (window + 1) * WINDOW
-        return Verdict(
-            allowed=count <= limit,
-            limit=limit,
-            remaining=max(0, limit - count),
-            reset_at=reset_at,
-            retry_after=max(1, int(reset_at - ts + 0.999)),
-        )
+        return judge(count, limit, now)
     return verdict
+
+
+def counter(key: str, now: datetime) -> tuple[str, int]:
+    """The cache counter of `key` for the window of `now`, and its time to live."""
+    return f"rl:{key}:{int(now.timestamp() // WINDOW)}", WINDOW * 2
+
+
+def judge(count: int, limit: int, now: datetime) -> Verdict:
+    """The verdict on a request that is the `count`th of its window."""
+    ts = now.timestamp()
+    reset_at = (int(ts // WINDOW) + 1) * WINDOW
+    return Verdict(
+        allowed=count <= limit,
+        limit=limit,
+        remaining=max(0, limit - count),
+        reset_at=reset_at,
+        retry_after=max(1, int(reset_at - ts + 0.999)),
+    )
 
 
 def _none() -> int:

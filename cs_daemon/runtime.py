@@ -10,6 +10,7 @@ from typing import Iterator
 import dramatiq
 from sqlalchemy.orm import Session
 
+from .auth.memo import KeyMemo
 from .cache import Cache, make_cache
 from .clock import Clock
 from .config import Settings
@@ -25,6 +26,8 @@ class Runtime:
         self.settings = settings
         self.clock = clock or Clock()
         self.cache: Cache = make_cache(settings)
+        # API processes remember authenticated keys only where changes reach them all
+        self.key_memo = KeyMemo() if settings.redis_url else None
         self.started = time.monotonic()
         self.worker: dramatiq.Worker | None = None
 

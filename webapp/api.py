@@ -13,13 +13,11 @@ from typing import Any, Callable
 from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
-from cs_daemon import ratelimit
 from cs_daemon.auth import keys
-from cs_daemon.auth import service as auth
+from cs_daemon.auth.admission import admit
 from cs_daemon.auth.access import ACCESS, refusal
 from cs_daemon.auth.service import Caller
 from cs_daemon.errors import Forbidden, RateLimited, ServiceError, Unauthorized, ValidationFailed
-from cs_daemon.plans import plan
 from cs_daemon.runtime import Runtime
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -131,16 +129,8 @@ def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
     raw = ep.credentials() if ep.credentials else bearer_token()
     if not raw or not keys.well_formed(raw):
         raise Unauthorized("missing or malformed API key")
-    # the request is counted (by the key's digest) while the key is looked up: the two
-    # round trips overlap; the count is read, and its connection given back, either way
-    judge = ratelimit.start(rt.cache, keys.digest(raw)[:32], rt.now())
-    try:
-        caller = auth.authenticate(session, raw, now=rt.now())
-    except BaseException:
-        judge(0)
-        raise
+    caller, verdict = admit(session, raw, cache=rt.cache, memo=rt.key_memo, now=rt.now())
     session.info["tenant_id"] = caller.tenant_id
-    verdict = judge(plan(caller.plan_tier).requests_per_minute)
     g.rate_headers = verdict.headers()
     if not verdict.allowed:
         raise RateLimited(f"rate limit of {verdict.limit} requests a minute reached; retry in {verdict.retry_after} s")

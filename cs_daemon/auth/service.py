@@ -103,6 +103,11 @@ def _check(role: str, permissions: list[str]) -> None:
 
 def authenticate(session: Session, raw: str | None, *, now: datetime) -> Caller:
     """The caller behind a bearer key; Unauthorized for a missing, unknown or revoked one."""
+    return identify(session, raw, now=now)[0]
+
+
+def identify(session: Session, raw: str | None, *, now: datetime) -> tuple[Caller, datetime | None]:
+    """authenticate(), and when the key was last used before this request."""
     if not raw or not keys.well_formed(raw):
         raise Unauthorized("missing or malformed API key")
     row = session.execute(_BY_DIGEST, {"digest": keys.digest(raw)}).first()
@@ -114,8 +119,10 @@ def authenticate(session: Session, raw: str | None, *, now: datetime) -> Caller:
         raise Unauthorized("this API key has been revoked")
     if key.member_id is not None and member_removed is not None:
         raise Unauthorized("the team member of this API key was removed")
-    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
-        _touch(session, key.id, now)
+    last_used_at = key.last_used_at
+    if last_used_at is None or now - last_used_at >= LAST_USED_RESOLUTION:
+        touch(session, key.id, now)
+        last_used_at = now
     return Caller(
         tenant_id=key.tenant_id,
         key_id=key.id,
@@ -125,16 +132,18 @@ def authenticate(session: Session, raw: str | None, *, now: datetime) -> Caller:
         test=key.test,
         plan_tier=tenant.plan_tier,
         partner=tenant.partner,
-    )
+    ), last_used_at
 
 
-def _touch(session: Session, key_id: str, now: datetime) -> None:
-    """Record use at most once a minute, with one conditional UPDATE (no read-modify-write)."""
+def touch(session: Session, key_id: str, now: datetime) -> None:
+    """Record use at most once a minute, with one conditional UPDATE (no read-modify-write).
+    The stamp is no credential: the key memo need not hear of it."""
     session.execute(
         update(ApiKey)
         .where(ApiKey.id == key_id)
         .where(or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION))
         .values(last_used_at=now)
+        .execution_options(keeps_credentials=True)
     )
 
 

@@ -143,7 +143,8 @@ def _within_limit(session: Session, tenant_id: str, new: list[str]) -> tuple[lis
     for count in range(len(new), 0, -1):
         done = session.execute(update(Tenant).where(Tenant.id == tenant_id,
                                                     Tenant.tracked_users + count <= Tenant.tracked_user_limit)
-                               .values(tracked_users=Tenant.tracked_users + count).returning(Tenant.id)).first()
+                               .values(tracked_users=Tenant.tracked_users + count).returning(Tenant.id)
+                               .execution_options(keeps_credentials=True)).first()
         if done:
             return new[:count], set(new[count:])
     return [], set(new)
