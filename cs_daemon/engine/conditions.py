@@ -623,7 +623,8 @@ class _Sql:
 
     def array_has(self, key: str, value) -> ColumnElement[bool]:
         if self.pg:  # jsonb containment: strings exactly, numbers as numbers, never across types
-            return cast(Customer.traits.op("->")(key), JSONB).op("@>")(cast(literal(json.dumps([value])), JSONB))
+            return cast(Customer.traits.op("->")(key), JSONB).op("@>", is_comparison=True)(
+                cast(literal(json.dumps([value])), JSONB))
         each = func.json_each(Customer.traits, _sqlite_path(key)).table_valued("value", "type").alias()
         wanted = ("text",) if isinstance(value, str) else ("integer", "real")
         return select(1).select_from(each).where(each.c.type.in_(wanted), each.c.value == value).exists()
