@@ -130,6 +130,16 @@ class TenantHandle:
         self.key_id = made.key.key.id
         self.member_id = made.owner.id
 
+    def add_member(self, email: str, role: str) -> str:
+        """A team member added straight through the model (no invitation); its id."""
+        from cs_daemon.team.models import Member
+
+        with self.rt.session(self.id) as s:
+            member = Member(email=email, role=role, created_at=self.rt.now())
+            s.add(member)
+            s.flush()
+            return member.id
+
     def issue(self, role: str = "admin", permissions=("full",), test: bool = False,
               member_id: str | None = None) -> str:
         from cs_daemon.auth import service as auth

@@ -83,11 +83,7 @@ def test_last_used_at_is_recorded_at_most_once_a_minute(client, tenant, clock):
 def test_member_key_follows_member_role(client, tenant, rt):
     from cs_daemon.team.models import Member
 
-    with rt.session(tenant.id) as s:
-        member = Member(email="ed@acme.example", role="editor", created_at=rt.now())
-        s.add(member)
-        s.flush()
-        member_id = member.id
+    member_id = tenant.add_member("ed@acme.example", "editor")
     key = tenant.issue("admin", ["full"], member_id=member_id)
     # the key says admin, but its member is an editor: admin-only endpoints refuse it
     assert client.put("/api/settings/kill-switch", json={"active": True}, headers=auth(key)).status_code == 403

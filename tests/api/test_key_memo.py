@@ -96,11 +96,7 @@ def test_a_key_revoked_by_the_cli_is_refused_at_once(client, tenant, cs):
 def test_a_members_new_role_and_removal_count_at_once(client, tenant, rt, other):
     from cs_daemon.team.models import Member
 
-    with rt.session(tenant.id) as s:
-        member = Member(email="ed@acme.example", role="editor", created_at=rt.now())
-        s.add(member)
-        s.flush()
-        member_id = member.id
+    member_id = tenant.add_member("ed@acme.example", "editor")
     key = tenant.issue("admin", ["full"], member_id=member_id)
     _warm(client, key)
     assert client.put("/api/settings/kill-switch", json={"active": True}, headers=auth(key)).status_code == 403
