@@ -202,8 +202,8 @@ def main() -> int:
         line("  the same SELECT through Core, explicit tenant filter", lambda: conn.execute(keys_stmt).all())
         s.rollback()
         s.close()
-        line("ratelimit.hit (Redis pipeline INCR + EXPIRE NX)",
-             lambda: ratelimit.hit(rt.cache, "bench-probe", 30_000, rt.now()))
+        line("rate-limit count alone (Redis pipeline INCR + EXPIRE NX)",
+             lambda: rt.cache.later([("incr", *ratelimit.counter("bench-probe", rt.now()))])())
 
         def admitted():
             with rt.session(atomic=False) as s3:

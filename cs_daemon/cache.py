@@ -21,8 +21,6 @@ from .config import Settings
 class Cache(Protocol):
     def get(self, key: str) -> str | None: ...
     def set(self, key: str, value: str, ttl: int | None = None) -> None: ...
-    def incr(self, key: str, ttl: int) -> int: ...
-    def incr_later(self, key: str, ttl: int) -> Callable[[], int]: ...
     def later(self, ops: list[tuple]) -> Callable[[], list]: ...
     def add(self, key: str, value: str, ttl: int) -> bool: ...
     def ping(self) -> None: ...
@@ -59,7 +57,7 @@ class MemoryCache:
             self._data[key] = (value, time.monotonic() + ttl)
             return True
 
-    def incr(self, key: str, ttl: int) -> int:
+    def _incr(self, key: str, ttl: int) -> int:
         with self._lock:
             item = self._live(key)
             value = int(item[0]) + 1 if item else 1
@@ -67,12 +65,8 @@ class MemoryCache:
             self._data[key] = (str(value), expires)
             return value
 
-    def incr_later(self, key: str, ttl: int) -> Callable[[], int]:
-        value = self.incr(key, ttl)
-        return lambda: value
-
     def later(self, ops: list[tuple]) -> Callable[[], list]:
-        answers = [self.incr(*args) if op == "incr" else [self.get(k) for k in args[0]] for op, *args in ops]
+        answers = [self._incr(*args) if op == "incr" else [self.get(k) for k in args[0]] for op, *args in ops]
         return lambda: answers
 
     def ping(self) -> None:
@@ -104,14 +98,6 @@ class RedisCache:
 
     def add(self, key: str, value: str, ttl: int) -> bool:
         return bool(self.client.set(self.prefix + key, value, ex=ttl, nx=True))
-
-    def incr(self, key: str, ttl: int) -> int:
-        return self.incr_later(key, ttl)()
-
-    def incr_later(self, key: str, ttl: int) -> Callable[[], int]:
-        """Send INCR and EXPIRE NX now; the returned function reads the count."""
-        answers = self.later([("incr", key, ttl)])
-        return lambda: answers()[0]
 
     def later(self, ops: list[tuple]) -> Callable[[], list]:
         """Send the operations now in one pipeline; the returned function reads their

@@ -1,16 +1,12 @@
 """Per-key request limits: a fixed one-minute window counted in the cache store, so every
-API process sharing the cache shares the count (decisions §2)."""
+API process sharing the cache shares the count (decisions §2). The count is taken by
+auth/admission.py, in the round trip that also checks the key memo."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
 
-from .cache import Cache
-
-log = logging.getLogger(__name__)
 WINDOW = 60
 
 
@@ -33,30 +29,6 @@ class Verdict:
         return headers
 
 
-def hit(cache: Cache, key: str, limit: int, now: datetime) -> Verdict:
-    """Count one request of `key` and judge it against `limit` a minute."""
-    return start(cache, key, now)(limit)
-
-
-def start(cache: Cache, key: str, now: datetime) -> Callable[[int], Verdict]:
-    """Count one request of `key` now; the returned function judges it once the limit is
-    known, and must be called (it finishes the count's round trip)."""
-    try:
-        counted = cache.incr_later(*counter(key, now))
-    except Exception as exc:  # the cache being down must not take the API down
-        log.warning("rate limit not applied, cache unreachable: %s", exc)
-        counted = _none
-
-    def verdict(limit: int) -> Verdict:
-        try:
-            count = counted()
-        except Exception as exc:
-            log.warning("rate limit not applied, cache unreachable: %s", exc)
-            count = 0
-        return judge(count, limit, now)
-    return verdict
-
-
 def counter(key: str, now: datetime) -> tuple[str, int]:
     """The cache counter of `key` for the window of `now`, and its time to live."""
     return f"rl:{key}:{int(now.timestamp() // WINDOW)}", WINDOW * 2
@@ -74,6 +46,3 @@ def judge(count: int, limit: int, now: datetime) -> Verdict:
         retry_after=max(1, int(reset_at - ts + 0.999)),
     )
 
-
-def _none() -> int:
-    return 0
