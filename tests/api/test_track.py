@@ -129,6 +129,19 @@ def test_non_json_numbers_are_refused_with_nothing_stored(client, tenant, rt, co
     assert _events(rt, tenant.id) == []
 
 
+@pytest.mark.parametrize("number", ["1e400", "-2.5e999"])
+def test_numbers_past_a_double_are_refused_with_nothing_stored(client, tenant, rt, number):
+    """They would read as infinity, which PostgreSQL's json type refuses (it was a 500)."""
+    body = '{"events": [{"user_id": "u", "event": "x", "properties": {"big": %s}}]}' % number
+    resp = client.post("/api/track", headers={**auth(tenant.key), "Content-Type": "application/json"}, data=body)
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+    assert resp.json["details"] == [{"field": "body", "message": f"{number} is too large a number"}]
+    assert _events(rt, tenant.id) == []
+    body = '{"events": [{"user_id": "u", "event": "x", "properties": {"big": 1.5e300, "n": %s}}]}' % ("9" * 400)
+    resp = client.post("/api/track", headers={**auth(tenant.key), "Content-Type": "application/json"}, data=body)
+    assert resp.status_code == 200, resp.json          # large but finite numbers are kept as sent
+
+
 def test_test_key_events_are_marked_test(client, tenant, rt):
     key = tenant.issue("editor", ["ingest"], test=True)
     resp = client.post("/api/track", headers=auth(key), json={"events": [{"user_id": "t1", "event": "x"}]})
