@@ -12,13 +12,14 @@ with it, so a service cannot forget the filter.
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
 import uuid
+from functools import lru_cache
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterator
 from weakref import WeakKeyDictionary
 
+import pydantic_core
 from sqlalchemy import JSON, DateTime, String, bindparam, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, with_loader_criteria
@@ -141,6 +142,9 @@ def _make_engine(settings: Settings) -> Engine:
         # and libpq's tcp_user_timeout for unacknowledged writes)
         connect_args={"connect_timeout": 3, "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
                       "keepalives_count": 2, "tcp_user_timeout": 9000},
+        # JSON columns read back with pydantic-core's parser, 3x the standard library's:
+        # ingest reads every user's state and traits a batch
+        json_deserializer=pydantic_core.from_json,
     )
 
 

@@ -6,7 +6,6 @@ the OpenAPI document, so the document cannot drift from the code."""
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -15,6 +14,7 @@ from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
 from cs_daemon.auth import keys
+from cs_daemon import jsontext
 from cs_daemon.auth.admission import admit
 from cs_daemon.auth.access import ACCESS, refusal
 from cs_daemon.auth.service import Caller
@@ -151,24 +151,10 @@ def _json_body() -> Any:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw, parse_constant=_not_json, parse_float=_finite)
+        return jsontext.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed("the request body is not valid JSON",
                                [{"field": "body", "message": str(exc)}]) from None
-
-
-def _not_json(constant: str):
-    """Python's json module reads NaN and Infinity, which are not JSON (and no database
-    column or receiver takes them): refuse them like any other bad JSON."""
-    raise ValueError(f"{constant} is not a JSON value")
-
-
-def _finite(text: str) -> float:
-    """A number past a double's range reads as infinity, which no JSON column takes."""
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"{text} is too large a number")
-    return value
 
 
 def _validate(model: type[BaseModel], data: Any, where: str):

@@ -7,11 +7,11 @@ A bad line is rejected with its number and reason and the import goes on."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from .. import jsontext
 from ..customers.ingest import Incoming, ingest
 from ..customers.schemas import TrackedEvent
 from ..runtime import Runtime
@@ -44,7 +44,7 @@ class Summary:
 def parse_line(text: str, fmt: str) -> list[Incoming]:
     """The events of one line; BadPayload says why there are none."""
     try:
-        payload = json.loads(text)
+        payload = jsontext.loads(text)
     except ValueError as exc:
         raise BadPayload.at("", f"not valid JSON ({exc})") from None
     if fmt == "jsonl":

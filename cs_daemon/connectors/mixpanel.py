@@ -22,6 +22,7 @@ import hashlib
 import json
 from typing import Any
 
+from .. import jsontext
 from ..customers.ingest import Incoming
 from .common import BadPayload, each, first, identify, mapping, moment, record, text, tracked
 
@@ -79,13 +80,13 @@ def _profile_key(rec: dict) -> str | None:
 def decode_data(data: str) -> Any:
     """The `data` form field: JSON, or base64 (standard or URL-safe) of JSON."""
     try:
-        return json.loads(data)
+        return jsontext.loads(data)
     except ValueError:
         pass
     padded = data.strip() + "=" * (-len(data.strip()) % 4)
     for altchars in (None, b"-_"):
         try:
-            return json.loads(base64.b64decode(padded, altchars=altchars, validate=True))
+            return jsontext.loads(base64.b64decode(padded, altchars=altchars, validate=True))
         except (binascii.Error, ValueError):
             continue
     raise BadPayload.at("data", "must be JSON or base64-encoded JSON")

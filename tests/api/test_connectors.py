@@ -193,6 +193,16 @@ def test_a_body_that_is_not_json_is_refused(client, tenant, rt, path):
     assert _nothing_stored(rt, tenant.id)
 
 
+@pytest.mark.parametrize("path", [A, B, C, f"{A}/v1/track", f"{C}/2/httpapi"])
+@pytest.mark.parametrize("number", ["NaN", "1e400"])
+def test_a_body_with_numbers_no_json_column_takes_is_refused(client, tenant, rt, path, number):
+    body = '{"type": "track", "userId": "u", "event": "x", "properties": {"v": %s}}' % number
+    resp = client.post(path, headers={**auth(tenant.key), "Content-Type": "application/json"}, data=body)
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed", resp.json
+    assert number in resp.json["details"][0]["message"]
+    assert _nothing_stored(rt, tenant.id)
+
+
 def test_connectors_need_the_ingest_permission(client, tenant):
     ingest_only = tenant.issue("editor", ["ingest"])
     read_only = tenant.issue("viewer", ["read"])

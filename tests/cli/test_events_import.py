@@ -38,14 +38,16 @@ def test_jsonl_import_reports_bad_lines_and_goes_on(cs, tenant, rt, tmp_path):
         {"user_id": "u1", "event": "signed_up", "idempotency_key": "k1"},
         {"user_id": "u2", "event": "created_project", "properties": {"n": 1}},
         {"user_id": "u3", "event": "x", "timestamp": "yesterday"},
+        '{"user_id": "u4", "event": "x", "properties": {"v": 1e400}}',
     ])
     code, out, _ = cs("events", "import", str(path), "--tenant", tenant.id, "--json")
     assert code == 0
     body = _json(out)
     assert set(body) == {"accepted", "duplicates", "over_limit", "rejected"}
     assert (body["accepted"], body["duplicates"], body["over_limit"]) == (2, 1, 0)
-    assert [r["line"] for r in body["rejected"]] == [2, 3, 7]
+    assert [r["line"] for r in body["rejected"]] == [2, 3, 7, 8]
     assert "JSON" in body["rejected"][0]["error"]
+    assert "1e400 is too large a number" in body["rejected"][3]["error"]
     assert "user_id" in body["rejected"][1]["error"]
     assert "timestamp" in body["rejected"][2]["error"]
     events = _events(rt, tenant.id)

@@ -3,13 +3,13 @@ or Mixpanel's form field `data`) and the API key wherever that client puts it.""
 
 from __future__ import annotations
 
-import json
 import zlib
 from typing import Any
 
 from flask import g, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from cs_daemon import jsontext
 from cs_daemon.connectors import BadPayload, mixpanel
 from cs_daemon.errors import Unauthorized, ValidationFailed
 
@@ -44,7 +44,7 @@ def _gunzip(data: bytes) -> bytes:
 def json_payload() -> Any:
     if "connector_payload" not in g:
         try:
-            g.connector_payload = json.loads(raw_body())
+            g.connector_payload = jsontext.loads(raw_body())
         except ValueError as exc:
             raise ValidationFailed("the request body is not valid JSON",
                                    [{"field": "body", "message": str(exc)}]) from None
