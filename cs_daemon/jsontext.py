@@ -1,7 +1,8 @@
 """JSON text from outside (request bodies, connector payloads, import files), read as JSON
-and nothing more. Python's json module also reads NaN and Infinity, and reads numbers
-past a double's range as infinity; no JSON column or receiver takes those, so they are
-refused here like any other malformed JSON, with a ValueError that says why."""
+that can be stored. Python's json module also reads NaN and Infinity, and reads numbers
+past a double's range as infinity; and JSON strings may hold the NUL character (\u0000),
+which no PostgreSQL text or JSON value can. All of these are refused here like malformed
+JSON, with a ValueError that says why."""
 
 from __future__ import annotations
 
@@ -9,9 +10,27 @@ import json
 import math
 from typing import Any
 
+NUL = "\x00"
+_NUL_ESCAPE = "\\u0000"
+
 
 def loads(text: str | bytes) -> Any:
-    return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    # only text that writes the escape can hold the character (JSON refuses it raw)
+    escape = _NUL_ESCAPE.encode() if isinstance(text, bytes) else _NUL_ESCAPE
+    if escape in text and holds_nul(value):
+        raise ValueError("strings may not contain \\u0000 (the NUL character)")
+    return value
+
+
+def holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return NUL in value
+    if isinstance(value, dict):
+        return any(NUL in k or holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(v) for v in value)
+    return False
 
 
 def _not_json(constant: str):

@@ -18,7 +18,7 @@ from cs_daemon import jsontext
 from cs_daemon.auth.admission import admit
 from cs_daemon.auth.access import ACCESS, refusal
 from cs_daemon.auth.service import Caller
-from cs_daemon.errors import Forbidden, RateLimited, ServiceError, Unauthorized, ValidationFailed
+from cs_daemon.errors import Forbidden, NotFound, RateLimited, ServiceError, Unauthorized, ValidationFailed
 from cs_daemon.runtime import Runtime
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -113,6 +113,7 @@ def _view(ep: Endpoint) -> Callable:
         with rt.session(atomic=ep.atomic) as session:
             caller = _authorize(rt, session, ep)
             call = Call(rt, session, caller)
+            _storable(path_params)
             if ep.query is not None:
                 call.query = _validate(ep.query, request.args.to_dict(), "query")
             if ep.body is not None:
@@ -139,6 +140,18 @@ def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
     if why:
         raise Forbidden(why)
     return caller
+
+
+def _storable(path_params: dict[str, str]) -> None:
+    """No stored id or value holds the NUL character (PostgreSQL text cannot): a path
+    with one names nothing, a query with one is invalid."""
+    for name, value in path_params.items():
+        if jsontext.NUL in value:
+            raise NotFound(f"no {name.removesuffix('_id').replace('_', ' ')} has that id")
+    for name, value in request.args.items(multi=True):
+        if jsontext.NUL in value or jsontext.NUL in name:
+            raise ValidationFailed(f"invalid query: {name}: may not contain the NUL character",
+                                   [{"field": name, "message": "may not contain the NUL character"}])
 
 
 def bearer_token() -> str | None:
