@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import auth
 
 
@@ -98,3 +100,25 @@ def test_refused_keys_give_back_every_cache_connection(client, tenant, rt, monke
     pool = getattr(getattr(rt.cache, "client", None), "connection_pool", None)
     if pool is not None:                                    # production mode: Redis
         assert not pool._in_use_connections and len(pool._available_connections) <= 2
+
+
+
+@pytest.mark.parametrize("path", ["/api/track", "/api/playbooks", "/api/connectors/connector-a"])
+def test_bodies_nested_too_deeply_are_refused_not_a_crash(client, tenant, path):
+    """Python's JSON reader runs out of stack on deep nesting (it was a 500); past 100
+    levels a body is refused as malformed."""
+    h = {**auth(tenant.key), "Content-Type": "application/json"}
+    for body in ("[" * 100_000, '{"events": ' + "[" * 5000 + "]" * 5000 + "}",
+                 '{"name": "n", "x": ' + "[" * 100 + "]" * 100 + "}"):
+        resp = client.post(path, headers=h, data=body)
+        assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+        assert resp.json["details"] == [{"field": "body", "message": "nested deeper than 100 levels"}]
+
+
+def test_a_body_nested_100_levels_is_read(client, tenant):
+    nested = 0
+    for _ in range(96):       # the body's object, events, the event, properties: 100 in all
+        nested = [nested]
+    body = {"events": [{"user_id": "u", "event": "x", "properties": {"p": nested}}]}
+    resp = client.post("/api/track", headers=auth(tenant.key), json=body)
+    assert resp.status_code == 200 and resp.json["accepted"] == 1
