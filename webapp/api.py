@@ -13,8 +13,8 @@ from typing import Any, Callable
 from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
-from cs_daemon.auth import keys
 from cs_daemon import jsontext
+from cs_daemon.auth import keys
 from cs_daemon.auth.admission import admit
 from cs_daemon.auth.access import ACCESS, refusal
 from cs_daemon.auth.service import Caller
