@@ -3,7 +3,8 @@ that can be stored. Python's json module also reads NaN and Infinity, and reads 
 past a double's range as infinity; and JSON strings may hold the NUL character (\u0000),
 which no PostgreSQL text or JSON value can. Values nested deeper than MAX_DEPTH levels
 are refused too (Python's reader would run out of stack a few hundred levels further).
-All of these are refused here like malformed JSON, with a ValueError that says why."""
+All of these are refused here with `Unstorable` (a ValueError, as for malformed JSON)
+saying why."""
 
 from __future__ import annotations
 
@@ -17,18 +18,22 @@ MAX_DEPTH = 100
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 
 
+class Unstorable(ValueError):
+    """JSON, or nearly, that no column or receiver could take."""
+
+
 def loads(text: str | bytes) -> Any:
     try:
         value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
     except RecursionError:
-        raise ValueError(_TOO_DEEP) from None
+        raise Unstorable(_TOO_DEEP) from None
     opening = (b"[", b"{") if isinstance(text, bytes) else ("[", "{")
     if text.count(opening[0]) + text.count(opening[1]) > MAX_DEPTH and depth(value) > MAX_DEPTH:
-        raise ValueError(_TOO_DEEP)
+        raise Unstorable(_TOO_DEEP)
     # only text that writes the escape can hold the character (JSON refuses it raw)
     escape = _NUL_ESCAPE.encode() if isinstance(text, bytes) else _NUL_ESCAPE
     if escape in text and holds_nul(value):
-        raise ValueError("strings may not contain \\u0000 (the NUL character)")
+        raise Unstorable("strings may not contain \\u0000 (the NUL character)")
     return value
 
 
@@ -57,11 +62,11 @@ def holds_nul(value: Any) -> bool:
 
 
 def _not_json(constant: str):
-    raise ValueError(f"{constant} is not a JSON value")
+    raise Unstorable(f"{constant} is not a JSON value")
 
 
 def _finite(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise ValueError(f"{text} is too large a number")
+        raise Unstorable(f"{text} is too large a number")
     return value

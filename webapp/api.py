@@ -161,10 +161,16 @@ def bearer_token() -> str | None:
 
 def _json_body() -> Any:
     raw = request.get_data(cache=False)
-    if not raw.strip():
-        return {}
+    return json_body(raw) if raw.strip() else {}
+
+
+def json_body(raw: bytes) -> Any:
+    """A request body read as JSON (cs_daemon/jsontext.py), or 400 saying what is wrong."""
     try:
         return jsontext.loads(raw)
+    except jsontext.Unstorable as exc:
+        raise ValidationFailed(f"the request body holds what cannot be stored: {exc}",
+                               [{"field": "body", "message": str(exc)}]) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed("the request body is not valid JSON",
                                [{"field": "body", "message": str(exc)}]) from None

@@ -45,6 +45,8 @@ def parse_line(text: str, fmt: str) -> list[Incoming]:
     """The events of one line; BadPayload says why there are none."""
     try:
         payload = jsontext.loads(text)
+    except jsontext.Unstorable as exc:
+        raise BadPayload.at("", f"cannot be stored ({exc})") from None
     except ValueError as exc:
         raise BadPayload.at("", f"not valid JSON ({exc})") from None
     if fmt == "jsonl":

@@ -81,12 +81,16 @@ def decode_data(data: str) -> Any:
     """The `data` form field: JSON, or base64 (standard or URL-safe) of JSON."""
     try:
         return jsontext.loads(data)
+    except jsontext.Unstorable as exc:
+        raise BadPayload.at("data", str(exc)) from None
     except ValueError:
         pass
     padded = data.strip() + "=" * (-len(data.strip()) % 4)
     for altchars in (None, b"-_"):
         try:
             return jsontext.loads(base64.b64decode(padded, altchars=altchars, validate=True))
+        except jsontext.Unstorable as exc:
+            raise BadPayload.at("data", str(exc)) from None
         except (binascii.Error, ValueError):
             continue
     raise BadPayload.at("data", "must be JSON or base64-encoded JSON")

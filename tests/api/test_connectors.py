@@ -199,6 +199,7 @@ def test_a_body_with_numbers_no_json_column_takes_is_refused(client, tenant, rt,
     body = '{"type": "track", "userId": "u", "event": "x", "properties": {"v": %s}}' % number
     resp = client.post(path, headers={**auth(tenant.key), "Content-Type": "application/json"}, data=body)
     assert resp.status_code == 400 and resp.json["code"] == "validation_failed", resp.json
+    assert resp.json["error"].startswith("the request body holds what cannot be stored: ")
     assert number in resp.json["details"][0]["message"]
     assert _nothing_stored(rt, tenant.id)
 
@@ -306,6 +307,11 @@ def test_mixpanel_native_refusals_say_status_0(client, tenant, rt):
     assert client.post(f"{B}/track", data={"verbose": "1"}).status_code == 401  # no credential at all
     resp = client.post(f"{B}/track", headers=auth(tenant.key), data={"data": "%%% not json"})
     assert resp.status_code == 400 and resp.json["status"] == 0 and resp.json["details"][0]["field"] == "data"
+    record = json.dumps([_mixpanel(tenant.key)[1]]).replace("}", ', "ratio": NaN}', 1)
+    for data in (record, base64.b64encode(record.encode()).decode()):
+        resp = client.post(f"{B}/track", headers=auth(tenant.key), data={"data": data})
+        assert resp.status_code == 400 and resp.json["status"] == 0
+        assert resp.json["details"] == [{"field": "data", "message": "NaN is not a JSON value"}]
     assert _nothing_stored(rt, tenant.id)
 
 

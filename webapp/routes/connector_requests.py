@@ -9,11 +9,10 @@ from typing import Any
 from flask import g, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from cs_daemon import jsontext
 from cs_daemon.connectors import BadPayload, mixpanel
 from cs_daemon.errors import Unauthorized, ValidationFailed
 
-from ..api import bearer_token
+from ..api import bearer_token, json_body
 
 MAX_INFLATED = 1024 * 1024
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -43,11 +42,7 @@ def _gunzip(data: bytes) -> bytes:
 
 def json_payload() -> Any:
     if "connector_payload" not in g:
-        try:
-            g.connector_payload = jsontext.loads(raw_body())
-        except ValueError as exc:
-            raise ValidationFailed("the request body is not valid JSON",
-                                   [{"field": "body", "message": str(exc)}]) from None
+        g.connector_payload = json_body(raw_body())
     return g.connector_payload
 
 
