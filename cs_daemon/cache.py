@@ -157,8 +157,16 @@ def new_token() -> str:
 _memory = MemoryCache()
 
 
+_redis: dict[tuple[str, str], RedisCache] = {}
+
+
 def make_cache(settings: Settings) -> Cache:
-    """Redis when configured; otherwise the one in-memory cache of this process."""
-    if settings.redis_url:
-        return RedisCache(settings.redis_url, settings.cs_redis_prefix)
-    return _memory
+    """Redis when configured; otherwise the one in-memory cache of this process. Either
+    way one per process and store (a Redis client's pool is thread-safe and renews
+    itself after a fork)."""
+    if not settings.redis_url:
+        return _memory
+    key = (settings.redis_url, settings.cs_redis_prefix)
+    if key not in _redis:
+        _redis[key] = RedisCache(*key)
+    return _redis[key]

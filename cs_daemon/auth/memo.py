@@ -33,7 +33,7 @@ from typing import Any, Callable
 from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session, make_transient_to_detached
 
-from ..cache import RedisCache, new_token
+from ..cache import Cache, make_cache, new_token
 from ..db import on_commit_each
 from ..team.models import Member
 from ..tenants.models import Tenant
@@ -46,8 +46,6 @@ TTL_SECONDS = 5.0
 TOKEN_TTL = 7 * 24 * 3600
 SIZE = 10_000
 ALL = "*"
-# statements that change only columns the memo does not keep say so with this option
-KEEPS_CREDENTIALS = {"keeps_credentials": True}
 
 _UNKEPT = frozenset({"tracked_users", "last_used_at"})
 _TENANT_OF = {Tenant: "id", ApiKey: "tenant_id", Member: "tenant_id"}
@@ -128,31 +126,19 @@ def _attach(session: Session, values: dict[str, Any]) -> Tenant:
 
 def changed(session: Session, tenant_id: str | None) -> None:
     """The credentials of this tenant (None: of some tenant) change if this session
-    commits: set a new token once it has."""
-    cache = _shared_cache(session.info.get("settings"))
-    if cache is not None:
-        on_commit_each(session, _new_tokens, (cache, tenant_id or ALL))
+    commits: set a new token once it has (only where the cache is shared: Redis)."""
+    settings = session.info.get("settings")
+    if settings is not None and settings.redis_url:
+        on_commit_each(session, _new_tokens, (make_cache(settings), tenant_id or ALL))
 
 
-def _new_tokens(changes: list[tuple[RedisCache, str]]) -> None:
+def _new_tokens(changes: list[tuple[Cache, str]]) -> None:
     for cache, tenant_id in dict.fromkeys(changes):
         try:
             cache.set(token_keys(tenant_id)[-1], new_token(), TOKEN_TTL)
         except Exception as exc:
             log.warning("key memo token of %s not renewed (cache unreachable; entries expire in %s s): %s",
                         tenant_id, TTL_SECONDS, exc)
-
-
-_caches: dict[tuple[str, str], RedisCache] = {}
-
-
-def _shared_cache(settings) -> RedisCache | None:
-    if settings is None or not settings.redis_url:
-        return None
-    key = (settings.redis_url, settings.cs_redis_prefix)
-    if key not in _caches:
-        _caches[key] = RedisCache(*key)
-    return _caches[key]
 
 
 @event.listens_for(Session, "after_flush")
@@ -171,6 +157,8 @@ def _kept_change(obj) -> bool:
 
 @event.listens_for(Session, "do_orm_execute")
 def _note_statement(state) -> None:
+    # statements that change only columns the memo does not keep say so:
+    # .execution_options(keeps_credentials=True)
     if not (state.is_update or state.is_delete) or state.execution_options.get("keeps_credentials"):
         return
     table = getattr(state.statement, "table", None)
