@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import click
+
 from cs_daemon import migrate
-from cs_daemon.config import load_settings
+from cs_daemon.config import Settings, load_settings
 from cs_daemon.runtime import Runtime
 
 from cs_daemon.logs import setup_logging
@@ -13,11 +15,17 @@ from .output import Failure
 def runtime(*, migrate_embedded: bool = True) -> Runtime:
     """The runtime for a command. The embedded SQLite database is brought up to date on
     the way; a production database must have been upgraded with `cs db upgrade`."""
-    settings = load_settings()
+    settings = _loaded() or load_settings()
     setup_logging(settings.cs_log_level)
     if settings.is_sqlite and migrate_embedded:
         migrate.upgrade(settings)
     return Runtime(settings)
+
+
+def _loaded() -> Settings | None:
+    """The settings `cs` checked before running this command (cs_cli/main.py)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.obj if ctx is not None and isinstance(ctx.obj, Settings) else None
 
 
 def require_current_schema(rt: Runtime) -> None:

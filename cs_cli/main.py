@@ -11,7 +11,7 @@ import click
 import typer
 from typer import _click as typer_click
 
-from cs_daemon.config import SettingsError
+from cs_daemon.config import SettingsError, load_settings
 from cs_daemon.errors import ServiceError
 
 from . import (
@@ -65,7 +65,10 @@ def run(argv: list[str]) -> int:
     json_mode = "--json" in argv
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="cs", standalone_mode=False)
+        # Every setting is checked once, before any command runs (docs/configuration.md);
+        # help is shown whatever the environment holds.
+        settings = None if _asks_for_help(argv) else load_settings()
+        result = command.main(args=argv, prog_name="cs", standalone_mode=False, obj=settings)
         return result if isinstance(result, int) else 0
     except (click.exceptions.Exit, typer.Exit) as exc:
         return exc.exit_code
@@ -97,6 +100,10 @@ def run(argv: list[str]) -> int:
         first = (str(exc).strip().splitlines() or [""])[0]
         fail_line(f"unexpected error: {type(exc).__name__}: {first}", "internal", json_mode)
         return 1
+
+
+def _asks_for_help(argv: list[str]) -> bool:
+    return not argv or "--help" in argv
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 class _Lazy:
@@ -65,4 +66,4 @@ class Failure(Exception):
 def fail_line(message: str, code: str, json_mode: bool) -> None:
     if json_mode:
         print_json({"error": message, "code": code})
-    err.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)

@@ -1,6 +1,7 @@
 """Production mode: `cs serve` starts gunicorn API processes and Dramatiq worker
 processes and keeps them running; `cs worker` runs only the workers. A child that dies
-is restarted with a growing pause; SIGTERM or SIGINT stops them all gracefully."""
+is restarted with a growing pause, except one that exits with 2 (a bad setting): then
+all stop and so does the supervisor, with 2. SIGTERM or SIGINT stops them all gracefully."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from cs_daemon.config import Settings
+from cs_daemon.config import BAD_SETTING_EXIT, Settings
 
 from .output import out
 
@@ -80,6 +81,10 @@ def _run(children: list[Child]) -> int:
             if child.proc is not None and child.proc.poll() is not None:
                 code = child.proc.returncode
                 child.proc = None
+                if code == BAD_SETTING_EXIT:   # its one line is on stderr; a restart cannot help
+                    log.error("%s stopped on a bad setting; stopping", child.name)
+                    _stop_all(children)
+                    return BAD_SETTING_EXIT
                 quick = time.monotonic() - child.started_at < 10
                 child.restarts = child.restarts + 1 if quick else 0
                 pause = min(30.0, 0.5 * 2 ** child.restarts)

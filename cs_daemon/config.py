@@ -8,13 +8,15 @@ this process (the embedded mode). docs/configuration.md lists every setting.
 from __future__ import annotations
 
 import secrets
+import sys
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from . import config_values as values
 from .billing.prices import parse_prices
 
 
@@ -50,61 +52,86 @@ class Settings(BaseSettings):
     cs_segment_work_mem_mb: int = Field(64, ge=4, le=4096)   # PostgreSQL work_mem of segment counts and sweeps
     cs_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
+    @field_validator("database_url", "redis_url", "smtp_url", "smtp_ca_file", "openai_base_url", "openai_api_key",
+                     "openai_model", "stripe_secret_key", "stripe_api_base", "stripe_webhook_secret",
+                     "allow_private_webhook_urls", "cs_secret_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value):
+        """`NAME=` in the environment or `.env` means the setting is not set."""
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
-        if not value:
-            return None
-        for plain in ("postgres://", "postgresql://"):
-            if value.startswith(plain):
-                return "postgresql+psycopg://" + value[len(plain):]
-        if value.startswith(("postgresql+psycopg://", "sqlite://")):
-            return value
-        raise ValueError("must be a postgresql:// (psycopg) or sqlite:// URL")
+        return value and values.database_url(value)
 
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
-        if not value:
-            return None
-        if not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must be a redis:// or rediss:// URL")
-        return value
+        return value and values.redis_url(value)
 
     @field_validator("smtp_url")
     @classmethod
     def _smtp_url(cls, value: str | None) -> str | None:
-        if value and not value.startswith(("smtp://", "smtps://")):
-            raise ValueError("must be an smtp:// or smtps:// URL")
-        return value or None
+        return value and values.smtp_url(value)
 
-    @field_validator("smtp_ca_file", mode="before")
+    @field_validator("mail_from")
     @classmethod
-    def _smtp_ca_file(cls, value):
-        if value in (None, ""):
-            return None
-        if not Path(value).is_file():
+    def _mail_from(cls, value: str) -> str:
+        return values.mail_from(value)
+
+    @field_validator("smtp_ca_file")
+    @classmethod
+    def _smtp_ca_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
             raise ValueError("no such file (a PEM bundle of the CAs to trust for SMTP TLS)")
         return value
 
     @field_validator("cs_public_url")
     @classmethod
     def _public_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1].strip("/")) == 0:
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
+        return values.http_url(value).rstrip("/")
+
+    @field_validator("stripe_return_url")
+    @classmethod
+    def _return_url(cls, value: str) -> str:
+        return values.http_url(value)
+
+    @field_validator("openai_base_url", "stripe_api_base")
+    @classmethod
+    def _service_url(cls, value: str | None) -> str | None:
+        return value and values.http_url(value)
+
+    @field_validator("stripe_secret_key")
+    @classmethod
+    def _stripe_secret_key(cls, value: str | None) -> str | None:
+        return value and values.prefixed(value, ("sk_", "rk_"), "a Stripe secret or restricted key")
+
+    @field_validator("stripe_webhook_secret")
+    @classmethod
+    def _stripe_webhook_secret(cls, value: str | None) -> str | None:
+        return value and values.prefixed(value, ("whsec_",), "a Stripe webhook signing secret")
 
     @field_validator("stripe_prices", mode="before")
     @classmethod
     def _stripe_prices(cls, value):
         return parse_prices(value)
 
-    @field_validator("stripe_return_url")
+    @field_validator("cs_log_level", mode="before")
     @classmethod
-    def _stripe_return_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
+    def _log_level(cls, value):
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _fit_together(self) -> "Settings":
+        """Checks that read more than one setting; each names the one to change."""
+        if self.production and not self.cs_secret_key:
+            raise SettingsError("CS_SECRET_KEY: required when REDIS_URL is set (every process must share it)")
+        try:
+            values.data_dir(self.cs_data_dir, used=self.uses_data_dir)
+        except ValueError as exc:
+            raise SettingsError(f"CS_DATA_DIR: {exc}") from None
+        return self
 
     @property
     def production(self) -> bool:
@@ -131,11 +158,10 @@ class Settings(BaseSettings):
 
     @cached_property
     def secret_key(self) -> str:
-        """CS_SECRET_KEY, or in the embedded mode one kept in the data directory."""
+        """CS_SECRET_KEY, or in the embedded mode one kept in the data directory (production
+        mode requires the setting: see `_fit_together`)."""
         if self.cs_secret_key:
             return self.cs_secret_key
-        if self.production:
-            raise SettingsError("CS_SECRET_KEY: required when REDIS_URL is set (every process must share it)")
         path = self.cs_data_dir / "secret.key"
         if not path.exists():
             self.ensure_data_dir()
@@ -143,8 +169,13 @@ class Settings(BaseSettings):
             path.chmod(0o600)
         return path.read_text().strip()
 
+    @property
+    def uses_data_dir(self) -> bool:
+        """The SQLite file or the made secret key live in CS_DATA_DIR."""
+        return self.database_url is None or self.cs_secret_key is None
+
     def ensure_data_dir(self) -> None:
-        if self.database_url is None or self.cs_secret_key is None:
+        if self.uses_data_dir:
             self.cs_data_dir.mkdir(parents=True, exist_ok=True)
 
 
@@ -157,3 +188,17 @@ def load_settings(**overrides) -> Settings:
         name = str(err["loc"][0]).upper() if err["loc"] else "settings"
         msg = str(err["msg"]).removeprefix("Value error, ")
         raise SettingsError(f"{name}: {msg}") from None
+
+
+BAD_SETTING_EXIT = 2
+
+
+def load_settings_or_exit(code: int = BAD_SETTING_EXIT) -> Settings:
+    """For processes started without `cs` (gunicorn, dramatiq): a bad setting is one line
+    on stderr and exit code 2 (or `code`), as `cs` does, instead of a traceback."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.flush()
+        raise SystemExit(code) from None

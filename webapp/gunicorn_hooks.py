@@ -7,6 +7,14 @@ import signal
 import threading
 
 
+def on_starting(server) -> None:
+    """Check every setting in the master before it opens its port: a bad one is one line
+    and exit code 2 (docs/configuration.md)."""
+    from cs_daemon.config import load_settings_or_exit
+
+    load_settings_or_exit()
+
+
 def post_worker_init(worker) -> None:
     """On SIGTERM, end the process's open in-app streams at once, so that a graceful stop
     (a restart, a deploy) does not wait out the whole graceful timeout for them; their

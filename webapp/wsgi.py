@@ -1,11 +1,13 @@
-"""WSGI entry for gunicorn: `gunicorn webapp.wsgi:app`."""
+"""WSGI entry for gunicorn: `gunicorn webapp.wsgi:app`. The settings are checked first in
+gunicorn's master (webapp/gunicorn_hooks.py), before it opens its port."""
 
 from cs_daemon.logs import setup_logging
-from cs_daemon.config import load_settings
+from cs_daemon.config import load_settings_or_exit
 
 from . import create_app
 
-settings = load_settings()
+# 3 is gunicorn's "worker failed to boot": its master then stops instead of restarting us
+settings = load_settings_or_exit(code=3)
 setup_logging(settings.cs_log_level)
 app = create_app(settings)
 app.extensions["cs"].install_broker()
