@@ -6,6 +6,8 @@ from rich.table import Table
 
 from cs_daemon.customers import service
 from cs_daemon.customers.schemas import CustomerDetail, CustomerEvent
+from cs_daemon.interventions import by_user
+from cs_daemon.interventions.schemas import InterventionPublic
 from cs_daemon.tenants import service as tenants
 
 from .context import runtime
@@ -25,7 +27,7 @@ def show(
     events: int = typer.Option(20, "--events", min=0, max=100, help="How many recent events to show."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
-    """A customer's scores, stage, milestones and recent events."""
+    """A customer's scores, stage, milestones, recent events and interventions (newest first, at most 100)."""
     rt = runtime()
     with rt.session(tenant) as s:
         config = tenants.get(s, tenant, now=rt.now()).config
@@ -34,14 +36,16 @@ def show(
                                    milestone_progress=service.milestone_progress(customer, config),
                                    segment_memberships=service.segment_memberships(customer, now=rt.now()))
         recent = [CustomerEvent.model_validate(e) for e in service.recent_events(s, user_id, limit=events)]
+        done = [InterventionPublic.model_validate(iv) for iv in by_user.of_user(s, tenant, user_id)]
     if json_:
         print_json({"customer": detail.model_dump(mode="json"),
-                    "events": [e.model_dump(mode="json") for e in recent]})
+                    "events": [e.model_dump(mode="json") for e in recent],
+                    "interventions": [iv.model_dump(mode="json") for iv in done]})
         return
-    _render(detail, recent)
+    _render(detail, recent, done)
 
 
-def _render(c: CustomerDetail, recent: list[CustomerEvent]) -> None:
+def _render(c: CustomerDetail, recent: list[CustomerEvent], done: list[InterventionPublic]) -> None:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="dim")
     facts.add_column()
@@ -66,6 +70,10 @@ def _render(c: CustomerDetail, recent: list[CustomerEvent]) -> None:
     if recent:
         table("Recent events", ["timestamp", "event", "source", "properties"],
               [[e.timestamp, e.event, e.source, _short(e.properties)] for e in recent])
+    if done:
+        table("Interventions", ["planned", "channel", "status", "source", "id"],
+              [[iv.planned_at, iv.channel, iv.status + (" (test)" if iv.test else ""), iv.source, iv.id]
+               for iv in done])
 
 
 def _bar(value: float, width: int = 20) -> str:

@@ -5,6 +5,7 @@ from typing import Any
 
 from pydantic import EmailStr, Field, field_validator
 
+from ..interventions.schemas import InterventionPublic
 from ..schemas import Wire
 
 
@@ -34,9 +35,11 @@ class TrackResult(Wire):
 
 
 class NextAction(Wire):
+    """The user's next pending intervention; `intervention_id` is an extension (to approve it)."""
     channel: str
     status: str
     playbook: str
+    intervention_id: str
 
 
 class CustomerPublic(Wire):
@@ -92,7 +95,7 @@ class CustomerEvent(Wire):
 class CustomerDetailResponse(Wire):
     customer: CustomerDetail
     events: list[CustomerEvent]
-    interventions: list[dict[str, Any]]
+    interventions: list[InterventionPublic]
 
 
 class CustomerList(Wire):

@@ -119,3 +119,118 @@ def test_stats_counts(client, tenant, clock):
     _track(client, tenant.key, {"user_id": "a", "event": "x"}, {"user_id": "b", "event": "churned"})
     stats = client.get("/api/customers/stats", headers=h).json["stats"]
     assert stats["total"] == 2 and stats["active"] == 2 and stats["churned"] == 1 and stats["at_risk"] == 1
+
+
+# -- a customer's interventions: the detail's list, the list's next_action -----------------
+
+def _playbook(client, tenant, name):
+    resp = client.post("/api/playbooks", headers=auth(tenant.key), json={"name": name})
+    assert resp.status_code == 201, resp.json
+    return resp.json["id"]
+
+
+def _intervene(client, tenant, pid, user, channel="email", *, approve=False, reject=False):
+    resp = client.post("/api/interventions", headers=auth(tenant.key),
+                       json={"user_id": user, "playbook_id": pid, "channel": channel, "message_body": f"hi {user}"})
+    assert resp.status_code == 201, resp.json
+    iv_id = resp.json["id"]
+    if approve:
+        assert client.put(f"/api/interventions/{iv_id}/approve", headers=auth(tenant.key)).status_code == 200
+    if reject:
+        assert client.put(f"/api/interventions/{iv_id}/reject", headers=auth(tenant.key),
+                          json={"reason": "no"}).status_code == 200
+    return iv_id
+
+
+def test_detail_lists_the_users_interventions_newest_first(client, tenant, make_tenant, clock):
+    h = auth(tenant.key)
+    _track(client, tenant.key, {"user_id": "u1", "event": "x"}, {"user_id": "u2", "event": "x"})
+    pid = _playbook(client, tenant, "Onboarding")
+    older = _intervene(client, tenant, pid, "u1", reject=True)
+    clock.advance(seconds=60)
+    _intervene(client, tenant, pid, "u2")
+    newer = _intervene(client, tenant, pid, "u1", channel="in_app")
+    assert client.post("/api/escalations", headers=h, json={
+        "user_id": "u1", "playbook_id": pid, "severity": "High", "reason": "call them"}).status_code == 201
+    other = make_tenant("Globex")   # the same user id elsewhere is another customer
+    _track(client, other.key, {"user_id": "u1", "event": "x"})
+    _intervene(client, other, _playbook(client, other, "Theirs"), "u1")
+
+    body = client.get("/api/customers/u1", headers=h).json
+    listed = {i["id"]: i for i in client.get("/api/interventions", headers=h).json["interventions"]}
+    assert [i["id"] for i in body["interventions"]] == [newer, older]
+    assert body["interventions"] == [listed[newer], listed[older]]   # the fields of GET /api/interventions
+    assert (body["interventions"][1]["status"], body["interventions"][0]["channel"]) == ("rejected", "in_app")
+
+
+def test_detail_lists_at_most_100_interventions(client, tenant, rt, clock):
+    from cs_daemon.interventions import service as interventions
+
+    _track(client, tenant.key, {"user_id": "u1", "event": "x"})
+    pid = _playbook(client, tenant, "Nudges")
+    made = []
+    with rt.session(tenant.id) as s:
+        for _ in range(101):
+            clock.advance(seconds=1)
+            made.append(interventions.create(s, tenant.id, user_id="u1", playbook_id=pid, channel="email",
+                                             message_body=None, now=clock.now(), test=False).id)
+    items = client.get("/api/customers/u1", headers=auth(tenant.key)).json["interventions"]
+    assert [i["id"] for i in items] == made[::-1][:100]
+
+
+def test_list_gives_each_customers_next_planned_or_approved_intervention(client, tenant, make_tenant, clock):
+    h = auth(tenant.key)
+    _track(client, tenant.key, *({"user_id": u, "event": "x"} for u in ("both", "planned", "done", "none", "esc")))
+    welcome, rescue = _playbook(client, tenant, "Welcome"), _playbook(client, tenant, "Rescue")
+    _intervene(client, tenant, welcome, "both", "email")
+    first_planned = _intervene(client, tenant, welcome, "planned", "in_app")
+    clock.advance(seconds=60)
+    approved = _intervene(client, tenant, rescue, "both", "in_app", approve=True)   # approved goes first
+    _intervene(client, tenant, rescue, "planned", "email")
+    _intervene(client, tenant, welcome, "done", "email", reject=True)
+    client.post("/api/escalations", headers=h, json={"user_id": "esc", "playbook_id": rescue, "severity": "Low",
+                                                     "reason": "look"})
+    other = make_tenant("Globex")
+    _track(client, other.key, {"user_id": "none", "event": "x"})
+    _intervene(client, other, _playbook(client, other, "Theirs"), "none")
+
+    customers = {c["id"]: c["next_action"] for c in client.get("/api/customers", headers=h).json["customers"]}
+    assert customers == {
+        "both": {"channel": "in_app", "status": "approved", "playbook": "Rescue", "intervention_id": approved},
+        "planned": {"channel": "in_app", "status": "planned", "playbook": "Welcome", "intervention_id": first_planned},
+        "done": None, "none": None, "esc": None,
+    }
+
+
+def test_next_action_is_one_query_for_the_whole_page(client, tenant, rt):
+    from sqlalchemy import event
+
+    from cs_daemon.db import get_engine
+
+    users = [f"u{i:02}" for i in range(30)]
+    _track(client, tenant.key, *({"user_id": u, "event": "x"} for u in users))
+    pid = _playbook(client, tenant, "Welcome")
+    for user in users:
+        _intervene(client, tenant, pid, user)
+    statements: list[str] = []
+
+    def count(_conn, _cursor, statement, *_args):
+        statements.append(statement)
+
+    def page(limit):
+        statements.clear()
+        resp = client.get(f"/api/customers?limit={limit}", headers=auth(tenant.key))
+        assert resp.status_code == 200
+        assert all(c["next_action"]["playbook"] == "Welcome" for c in resp.json["customers"])
+        return list(statements)
+
+    engine = get_engine(rt.settings)
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        page(5)   # warm: the key is remembered after its first use
+        small, large = page(2), page(30)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(small) == len(large)   # the page's size adds no statement
+    assert len([s for s in small if "interventions" in s.lower()]) == 1
+    assert len([s for s in large if "interventions" in s.lower()]) == 1

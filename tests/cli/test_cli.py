@@ -139,3 +139,17 @@ def test_customers_show(cs, tenant, client):
     assert code == 0 and "Ada" in out and "created_project" in out and "health" in out
     code, _, err = cs("customers", "show", "nobody", "--tenant", tenant.id)
     assert code == 1 and "customer not found" in err
+
+
+def test_customers_show_lists_the_interventions_as_the_api_does(cs, tenant, client):
+    h = auth(tenant.key)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "x"}]})
+    pid = client.post("/api/playbooks", headers=h, json={"name": "Welcome"}).json["id"]
+    made = client.post("/api/interventions", headers=h,
+                       json={"user_id": "u1", "playbook_id": pid, "channel": "in_app"}).json["id"]
+    code, out, _ = cs("customers", "show", "u1", "--tenant", tenant.id, "--json")
+    assert code == 0
+    assert _json(out)["interventions"] == client.get("/api/customers/u1", headers=h).json["interventions"]
+    assert [i["id"] for i in _json(out)["interventions"]] == [made]
+    code, out, _ = cs("customers", "show", "u1", "--tenant", tenant.id)
+    assert code == 0 and "Interventions" in out and made in out and "planned" in out and "in_app" in out

@@ -7,9 +7,11 @@ from pydantic import Field
 from cs_daemon.customers import ingest, service
 from cs_daemon.customers.schemas import (
     CustomerCreate, CustomerCreated, CustomerDetail, CustomerDetailResponse, CustomerEvent,
-    CustomerList, CustomerListItem, CustomerListQuery, CustomerPublic, CustomerStatsResponse,
+    CustomerList, CustomerListItem, CustomerListQuery, CustomerPublic, CustomerStatsResponse, NextAction,
     TrackRequest, TrackResult,
 )
+from cs_daemon.interventions import by_user
+from cs_daemon.interventions.schemas import InterventionPublic
 from cs_daemon.schemas import Wire
 from cs_daemon.tenants import service as tenants
 
@@ -58,12 +60,19 @@ def post_customer(call: Call):
            summary="Customers, newest first; `limit` (default 100, max 1000) and `cursor`")
 def get_customers(call: Call):
     page = service.list_page(call.session, limit=call.query.limit, cursor=call.query.cursor)
-    return CustomerList(customers=[CustomerListItem.of(c, next_action=None) for c in page.customers],
+    upcoming = by_user.next_actions(call.session, call.tenant_id, [c.id for c in page.customers])
+    return CustomerList(customers=[CustomerListItem.of(c, next_action=_next(upcoming.get(c.id)))
+                                   for c in page.customers],
                         next_cursor=page.next_cursor)
 
 
+def _next(action: by_user.NextAction | None) -> NextAction | None:
+    return None if action is None else NextAction(channel=action.channel, status=action.status,
+                                                  playbook=action.playbook, intervention_id=action.intervention_id)
+
+
 @api.route("GET", "/api/customers/{user_id}", access="read", response=CustomerDetailResponse,
-           errors=(404,), summary="One customer with milestone progress, segments, recent events")
+           errors=(404,), summary="One customer with milestone progress, segments, recent events and interventions")
 def get_customer(call: Call, user_id: str):
     customer = service.get(call.session, user_id)
     config = tenants.get(call.session, call.tenant_id, now=call.now).config
@@ -73,4 +82,6 @@ def get_customer(call: Call, user_id: str):
         segment_memberships=service.segment_memberships(customer, now=call.now),
     )
     events = [CustomerEvent.model_validate(e) for e in service.recent_events(call.session, user_id)]
-    return CustomerDetailResponse(customer=detail, events=events, interventions=[])
+    interventions = [InterventionPublic.model_validate(iv)
+                     for iv in by_user.of_user(call.session, call.tenant_id, user_id)]
+    return CustomerDetailResponse(customer=detail, events=events, interventions=interventions)
