@@ -154,7 +154,7 @@ class CustomEvent(Wire):
 
 
 class CustomEventBatch(Wire):
-    events: list[Any] = Field(max_length=100)
+    events: list[Any] = Field(min_length=1, max_length=100)
 
 
 class CustomEventResult(Wire):

@@ -113,8 +113,9 @@ def validate_parameters(action_type: ActionType, parameters: dict) -> None:
 
 
 def dispatch(session: Session, tenant_id: str, *, type_name: str, user_id: str, parameters: dict,
-             reasoning: str | None, confidence: float | None, now: datetime, test: bool) -> ExternalAction:
-    """Create the action and its signed dispatch delivery, in the caller's transaction."""
+             reasoning: str | None, confidence: float, now: datetime, test: bool) -> ExternalAction:
+    """Create the action and its signed dispatch delivery, in the caller's transaction. The
+    body's `confidence` is the number as a string, as the spec's dispatch body has it."""
     action_type = find_type(session, type_name)
     if action_type is None or not action_type.active:
         raise NotFound(f"no active action type named {type_name!r}")
@@ -129,7 +130,7 @@ def dispatch(session: Session, tenant_id: str, *, type_name: str, user_id: str, 
     session.add(action)
     session.flush()
     body = {"action_id": action.id, "action_type": action_type.name, "user_id": user_id, "parameters": parameters,
-            "reasoning": reasoning or "", "confidence": "" if confidence is None else str(confidence),
+            "reasoning": reasoning or "", "confidence": str(float(confidence)),
             "tenant_id": tenant_id, "timestamp": now.isoformat()}
     delivery.create(session, tenant_id, kind=KIND, url="sink:test-mode" if test else action_type.delivery_webhook,
                     body=body, secret_enc="" if test else action_type.secret_enc, event_type="external_action.dispatch",

@@ -109,6 +109,16 @@ def test_dispatch_is_signed_and_moves_through_the_states(client, tenant, rt, par
     assert _kinds(rt, tenant)[-2:] == ["external_action.dispatched", "external_action.completed"]
 
 
+def test_an_action_made_by_hand_is_dispatched_with_confidence_1_0(client, tenant, rt, partner, receiver):
+    key, _ = partner
+    resp = client.post("/api/external/actions", headers=auth(key),
+                       json={"action_type": "award_points", "user_id": "u1", "parameters": {"points": 5}})
+    assert resp.status_code == 201
+    _run(rt, tenant)
+    [req] = receiver.requests
+    assert json.loads(req.body)["confidence"] == "1.0"   # a string holding a number, never ""
+
+
 def test_rejected_outcomes_and_failed_dispatch(client, tenant, rt, clock, partner, receiver):
     key, _ = partner
     a = client.post("/api/external/actions", headers=auth(key),
@@ -179,6 +189,13 @@ def test_custom_events_are_validated_broadcast_and_ingested(client, growth_tenan
                        json={"type": "custom.loyalty.tier_up", "user_id": "u1"}).json == {"accepted": 1}
     assert client.post("/api/external/events/emit", headers=h, json={"type": "nope", "user_id": "u1"}).status_code == 400
     assert client.post("/api/external/events", headers=h, json={"events": [{}] * 101}).status_code == 400
+
+
+def test_an_empty_batch_of_custom_events_is_refused(client, tenant, rt):
+    resp = client.post("/api/external/events", headers=auth(tenant.key), json={"events": []})
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+    assert [d["field"] for d in resp.json["details"]] == ["events"]
+    assert _kinds(rt, tenant) == []
 
 
 @pytest.fixture

@@ -16,6 +16,9 @@ from ..api import Api, Call, _loc
 
 api = Api("External actions")
 
+# the confidence of an action created by hand: the caller chose it (docs/api.md)
+BY_HAND = 1.0
+
 
 def _fields(model) -> dict:
     fields = model.model_dump(exclude_unset=True)
@@ -67,7 +70,7 @@ def delete_action_type(call: Call, type_id: str):
 def post_action(call: Call):
     data: ActionCreate = call.body
     action = service.dispatch(call.session, call.tenant_id, type_name=data.action_type, user_id=data.user_id,
-                              parameters=data.parameters, reasoning=None, confidence=None, now=call.now,
+                              parameters=data.parameters, reasoning=None, confidence=BY_HAND, now=call.now,
                               test=call.caller.test)
     return ActionResponse(action=ActionPublic.model_validate(action))
 
