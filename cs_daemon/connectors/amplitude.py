@@ -7,7 +7,8 @@ A payload is `{"api_key", "events": [event, ...]}` or one bare event. An event h
 
 - `$identify` → our `$identify` with the user properties as traits;
 - any other event → the event as named, with its `event_properties`, preceded by an
-  `$identify` when it carries user properties.
+  `$identify` when it carries user properties (stored, but not counted in `accepted`:
+  the caller sent one event).
 
 User properties count as traits when flat (`{"plan": "pro"}`) or under `$set`; other
 operations (`$setOnce`, `$add`, `$unset` …) are ignored.
@@ -52,7 +53,7 @@ def normalise_event(payload: Any) -> list[Incoming]:
     if name == "$identify":
         return [identify(user_id, traits, when, key)]
     properties = mapping(event.get("event_properties"), "event_properties")
-    out = [identify(user_id, traits, when, derived_key(key, "identify"))] if traits else []
+    out = [identify(user_id, traits, when, derived_key(key, "identify"), counted=False)] if traits else []
     return out + [tracked(PLATFORM, user_id, name, properties, when, key)]
 
 

@@ -140,10 +140,12 @@ def tracked(platform: str, user_id: str, name: str, properties: dict, timestamp:
                     idempotency_key=key)
 
 
-def identify(user_id: str, traits: dict, timestamp: datetime | None, key: str | None) -> Incoming:
-    """The `$identify` event of a platform's identify: its traits fill the customer."""
+def identify(user_id: str, traits: dict, timestamp: datetime | None, key: str | None, *,
+             counted: bool = True) -> Incoming:
+    """The `$identify` event of a platform's identify: its traits fill the customer. Not
+    `counted` when it only rides along another platform event (see Incoming)."""
     return Incoming(user_id=user_id, event="$identify", properties=person_traits(traits),
-                    timestamp=timestamp, idempotency_key=key)
+                    timestamp=timestamp, idempotency_key=key, counted=counted)
 
 
 def person_traits(traits: dict) -> dict:

@@ -100,7 +100,7 @@ def insert_events(session: Session, tenant_id: str, rows: list[dict], *, source:
                   now: datetime) -> list[dict]:
     """Insert events (dicts of user_id, event, properties, timestamp, idempotency_key; no
     two with one key), those whose key the tenant has seen dropped; returns the rows
-    inserted. Rows go in key order, so racing batches with the same keys wait for each
+    inserted (the very dicts given). Rows go in key order, so racing batches with the same keys wait for each
     other in one order instead of deadlocking."""
     rows = sorted(rows, key=lambda r: r["idempotency_key"] or "")
     if _postgres(session):

@@ -40,6 +40,9 @@ class Incoming:
     properties: dict[str, Any] = field(default_factory=dict)
     timestamp: datetime | None = None
     idempotency_key: str | None = None
+    # False for an event stored beside one the caller sent, as part of it (the `$identify`
+    # an Amplitude event's user_properties make): the counts are of the caller's events
+    counted: bool = True
 
 
 @dataclass
@@ -59,10 +62,9 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     blocked = set() if limit is None else ensure_customers(
         session, tenant_id, list(dict.fromkeys(e.user_id for e in events)), test=test, now=now)
     kept = [e for e in events if e.user_id not in blocked]
-    result.over_limit = len(events) - len(kept)
-    inserted = _insert_events(session, tenant_id, kept, source=source, test=test, now=now)
-    result.duplicates += len(kept) - len(inserted)
-    result.accepted = len(inserted)
+    result.over_limit = _counted(events) - _counted(kept)
+    inserted, result.accepted = _insert_events(session, tenant_id, kept, source=source, test=test, now=now)
+    result.duplicates += _counted(kept) - result.accepted
     if inserted:
         if limit is None:
             _create_unlimited(session, tenant_id, list(dict.fromkeys(r["user_id"] for r in inserted)),
@@ -85,6 +87,10 @@ def _limit_and_config(session: Session, tenant_id: str) -> tuple[int | None, dic
     return row.tracked_user_limit, row.config or {}
 
 
+def _counted(events: list[Incoming]) -> int:
+    return sum(1 for e in events if e.counted)
+
+
 def _drop_repeats_in_batch(events: list[Incoming]) -> tuple[list[Incoming], int]:
     seen: set[str] = set()
     kept = []
@@ -94,7 +100,7 @@ def _drop_repeats_in_batch(events: list[Incoming]) -> tuple[list[Incoming], int]
                 continue
             seen.add(e.idempotency_key)
         kept.append(e)
-    return kept, len(events) - len(kept)
+    return kept, _counted(events) - _counted(kept)
 
 
 def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
@@ -151,12 +157,15 @@ def _within_limit(session: Session, tenant_id: str, new: list[str]) -> tuple[lis
 
 
 def _insert_events(session: Session, tenant_id: str, events: list[Incoming], *, source: str,
-                   test: bool, now: datetime) -> list[dict]:
+                   test: bool, now: datetime) -> tuple[list[dict], int]:
+    """The rows inserted, and how many of them count (are events the caller sent)."""
     if not events:
-        return []
+        return [], 0
     rows = [{"user_id": e.user_id, "event": e.event, "properties": e.properties or {},
              "timestamp": e.timestamp or now, "idempotency_key": e.idempotency_key} for e in events]
-    return bulk.insert_events(session, tenant_id, rows, source=source, test=test, now=now)
+    inserted = bulk.insert_events(session, tenant_id, rows, source=source, test=test, now=now)
+    stored = {id(row) for row in inserted}   # bulk returns the very row dicts it was given
+    return inserted, sum(1 for e, row in zip(events, rows) if e.counted and id(row) in stored)
 
 
 def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime, test: bool,

@@ -125,8 +125,10 @@ def test_mixpanel_records_create_the_user_and_never_store_the_token(client, tena
 def test_amplitude_events_create_users_and_fill_traits(client, tenant, rt):
     resp = client.post(C, headers=auth(tenant.key), json=_amplitude(tenant.key))
     assert resp.status_code == 200, resp.json
-    # the pushed commit carries user properties: an $identify is stored before it
-    assert resp.json == {"accepted": 4, "users_upserted": 2}
+    # the pushed commit carries user properties: an $identify is stored before it, and the
+    # answer counts the caller's three events
+    assert resp.json == {"accepted": 3, "users_upserted": 2}
+    assert len(_events(rt, tenant.id)) == 4
     linus = _customer(client, tenant.key, "linus")
     assert (linus["name"], linus["email"], linus["team_size"]) == ("Linus", "linus@example.com", 3)
     assert linus["traits"] == {"plan": "free"}
@@ -137,20 +139,35 @@ def test_amplitude_events_create_users_and_fill_traits(client, tenant, rt):
     assert events["amp-3"].user_id == "device-9" and events["amp-3"].source == "connector-c"
 
 
-@pytest.mark.parametrize("path, payload", [
-    (A, lambda key: SEGMENT_BATCH),
-    (B, _mixpanel),
-    (C, _amplitude),
+@pytest.mark.parametrize("path, payload, sent", [
+    (A, lambda key: SEGMENT_BATCH, 5),
+    (B, _mixpanel, 2),
+    (C, _amplitude, 3),
 ])
-def test_the_platform_event_id_makes_a_repeat_a_duplicate(client, tenant, rt, path, payload):
+def test_the_platform_event_id_makes_a_repeat_a_duplicate(client, tenant, rt, path, payload, sent):
     body = payload(tenant.key)
     first = client.post(path, headers=auth(tenant.key), json=body).json
     stored = len(_events(rt, tenant.id))
     again = client.post(path, headers=auth(tenant.key), json=body)
     assert again.status_code == 200
-    assert first["accepted"] == stored > 0
+    assert first["accepted"] == sent and stored >= sent
     assert again.json == {"accepted": 0, "users_upserted": 0}
     assert len(_events(rt, tenant.id)) == stored
+
+
+@pytest.mark.parametrize("insert_id", [None, "amp-9"])
+def test_an_amplitude_event_with_user_properties_is_one_accepted_event(client, tenant, rt, clock, insert_id):
+    event = {"user_id": "linus", "event_type": "Pushed Commit", "event_properties": {"branch": "main"},
+             "user_properties": {"plan": "pro"}, **({"insert_id": insert_id} if insert_id else {})}
+    resp = client.post(C, headers=auth(tenant.key), json={"api_key": tenant.key, "events": [event]})
+    assert resp.json == {"accepted": 1, "users_upserted": 1}
+    assert sorted(e.event for e in _events(rt, tenant.id)) == ["$identify", "Pushed Commit"]   # stored as two
+    native = client.post(f"{C}/2/httpapi", json={"api_key": tenant.key, "events": [{**event, "insert_id": "n-1"}]})
+    assert native.json["events_ingested"] == 1
+    assert len(_events(rt, tenant.id)) == 4
+    if insert_id:   # a repeat is a duplicate of one event, not two
+        assert client.post(C, headers=auth(tenant.key), json={"api_key": tenant.key, "events": [event]}).json == {
+            "accepted": 0, "users_upserted": 0}
 
 
 def test_a_platform_event_with_a_reserved_name_does_not_touch_the_customer(client, tenant, rt):

@@ -140,3 +140,14 @@ def test_a_missing_tenant_with_json_is_one_json_error(cs, tmp_path):
     path = _write(tmp_path, [{"user_id": "u", "event": "x"}])
     code, out, _ = cs("events", "import", str(path), "--tenant", "nope", "--json")
     assert code == 1 and _json(out) == {"error": "tenant not found", "code": "not_found"}
+
+
+def test_an_amplitude_line_with_user_properties_counts_as_one_event(cs, tenant, rt, tmp_path):
+    line = {"user_id": "ada", "event_type": "Created Project", "insert_id": "a-1",
+            "user_properties": {"$set": {"email": "ada@example.com"}}}
+    path = _write(tmp_path, [line])
+    code, out, _ = cs("events", "import", str(path), "--tenant", tenant.id, "--format", "amplitude", "--json")
+    assert code == 0 and _json(out) == {"accepted": 1, "duplicates": 0, "over_limit": 0, "rejected": []}
+    assert sorted(e.event for e in _events(rt, tenant.id)) == ["$identify", "Created Project"]
+    code, out, _ = cs("events", "import", str(path), "--tenant", tenant.id, "--format", "amplitude", "--json")
+    assert _json(out) == {"accepted": 0, "duplicates": 1, "over_limit": 0, "rejected": []}
