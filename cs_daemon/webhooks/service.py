@@ -108,8 +108,11 @@ def fan_out(session: Session, tenant_id: str, events: list[tuple[str, str, dict]
 
 def send_test(session: Session, endpoint_id: str, *, now: datetime) -> Delivery:
     """A `webhook.test` delivery of one attempt, for the caller to send at once; it is
-    logged like any delivery."""
+    logged like any delivery. A deleted (inactive) endpoint is not found: it receives
+    nothing new."""
     endpoint = get(session, endpoint_id)
+    if not endpoint.active:
+        raise NotFound("webhook endpoint not found")
     made = delivery.create(
         session, endpoint.tenant_id, kind="test", url=endpoint.url,
         body={"event": "webhook.test", "endpoint_id": endpoint.id, "sent_at": now.isoformat()},

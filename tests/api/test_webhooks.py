@@ -97,6 +97,15 @@ def test_update_delete_and_404s(client, growth, make_tenant, receiver):
     assert client.post("/api/webhooks/endpoints/nope/test", headers=h).status_code == 404
 
 
+def test_a_deleted_endpoint_cannot_be_sent_a_test(client, growth, rt, receiver):
+    endpoint = register(client, growth, receiver.url)
+    h = auth(growth.key)
+    assert client.delete(f"/api/webhooks/endpoints/{endpoint['id']}", headers=h).status_code == 200
+    resp = client.post(f"/api/webhooks/endpoints/{endpoint['id']}/test", headers=h)
+    assert resp.status_code == 404 and resp.json["code"] == "not_found"
+    assert receiver.requests == [] and deliveries(rt, growth) == []   # nothing sent, nothing logged
+
+
 # -- signing ------------------------------------------------------------------------------
 
 def test_test_send_is_signed_over_the_raw_body(client, growth, receiver):
