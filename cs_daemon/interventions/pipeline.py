@@ -30,10 +30,16 @@ from ..channels import email  # registers the mailto: transport
 KIND = "channel"
 
 
+# the confidence of an intervention created by hand: the caller chose it (docs/api.md)
+BY_HAND = 1.0
+
+
 def channel_payload(iv: Intervention, customer: Customer | None) -> dict:
-    """The spec's channel-delivery payload."""
+    """The spec's channel-delivery payload: its strings and number are never null (an
+    intervention made by hand has no reasoning and the confidence of a choice)."""
     return {"intervention_id": iv.id, "user_id": iv.user_id, "playbook_id": iv.playbook_id, "channel": iv.channel,
-            "message_body": iv.message_body, "reasoning": iv.reasoning, "confidence": iv.confidence,
+            "message_body": iv.message_body or "", "reasoning": iv.reasoning or "",
+            "confidence": BY_HAND if iv.confidence is None else iv.confidence,
             "metadata": {"lifecycle_stage": customer.lifecycle_stage if customer else None,
                          "activation_score": customer.activation_score if customer else None,
                          "risk_level": customer.risk_level if customer else None}}

@@ -96,6 +96,19 @@ def test_state_machine_refusals(client, world):
         assert resp.status_code == 404 and resp.json["code"] == "not_found"
 
 
+def test_the_channel_payload_of_an_intervention_made_by_hand_has_no_nulls(client, world, rt, receiver):
+    tenant, pid = world
+    h = auth(tenant.key)
+    client.post("/api/webhooks/endpoints", headers=h, json={"url": receiver.url, "events": ["outcome.recorded"]})
+    resp = client.post("/api/interventions", headers=h, json={"user_id": "u1", "playbook_id": pid, "channel": "webhook"})
+    assert client.put(f"/api/interventions/{resp.json['id']}/approve", headers=h).status_code == 200
+    _run_deliveries(rt, tenant)
+    [req] = receiver.requests
+    body = json.loads(req.body)
+    # the spec's payload: message_body and reasoning strings, confidence a number
+    assert (body["message_body"], body["reasoning"], body["confidence"]) == ("", "", 1.0)
+
+
 def test_webhook_channel_delivers_the_signed_channel_payload(client, world, rt, receiver):
     tenant, pid = world
     h = auth(tenant.key)
