@@ -119,6 +119,7 @@ def remove(session: Session, member_id: str, *, caller_member_id: str | None, no
     if member.role == "admin" and _admins(session) <= 1:
         raise ValidationFailed("the last admin cannot be removed", [{"field": "memberId", "message": "last admin"}])
     member.removed_at = now    # their keys stop working (authentication checks the member)
+    auth.revoke_minted_by(session, member.id, now=now)   # and so do the keys they minted
     return member
 
 

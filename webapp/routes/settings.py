@@ -67,11 +67,12 @@ def put_shadow_mode(call: Call):
            summary="Issue an API key (the secret is shown once)")
 def post_api_key(call: Call):
     data: ApiKeyCreate = call.body
-    issued = keys.issue(call.session, call.tenant_id, role=data.role, permissions=list(data.permissions),
-                        now=call.now, test=data.test, label=data.label)
+    issued = keys.mint(call.session, call.caller, role=data.role, permissions=list(data.permissions),
+                       test=data.test, label=data.label, now=call.now)
     k = issued.key
     return ApiKeyIssued(id=k.id, api_key=issued.secret, prefix=k.prefix, label=k.label, role=k.role,
-                        scope={"permissions": k.permissions}, test=k.test, created_at=k.created_at)
+                        scope={"permissions": k.permissions}, test=k.test, created_by=k.created_by,
+                        created_at=k.created_at)
 
 
 @api.route("DELETE", "/api/settings/api-keys/{key_id}", access="admin", response=Revoked,
