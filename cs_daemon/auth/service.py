@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from ..errors import NotFound, Unauthorized, ValidationFailed
 from ..team.models import ROLES, Member
 from ..tenants.models import Tenant
-from . import keys
+from . import keys, testmode
 from .access import PERMISSIONS
 from .models import ApiKey
 
@@ -91,7 +91,8 @@ def issue(
 def mint(session: Session, caller: Caller, *, role: str, permissions: list[str], test: bool,
          label: str | None, now: datetime) -> IssuedKey:
     """A key minted through the API: it belongs to whoever minted it (revoked with that
-    member)."""
+    member), and a test key mints only test keys."""
+    testmode.may_mint(test_key=caller.test, live_key=not test)
     return issue(session, caller.tenant_id, role=role, permissions=permissions, now=now, test=test, label=label,
                  created_by=caller.actor)
 
