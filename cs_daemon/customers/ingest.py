@@ -71,7 +71,7 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
         result.user_ids = list(touched)
         result.users_upserted = len(touched)
         if followers.playbooks:
-            owe_decisions(session, tenant_id, touched, now=now)
+            owe_decisions(session, tenant_id, touched, now=now, test=test)
     return result
 
 

@@ -14,6 +14,7 @@ from ..engine import messages
 from ..engine.decisions import Decision, PlaybookSpec, decide
 from ..interventions.models import Intervention
 from ..outbox import service as outbox
+from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
 from . import context
 
@@ -81,7 +82,8 @@ def initial_status(tenant: Tenant, proposal: Proposal) -> str:
     return "planned"
 
 
-def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, now: datetime) -> str | None:
+def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, now: datetime,
+              test: bool) -> str | None:
     """An external action picked by the engine is dispatched unless the tenant is in shadow
     mode; a missing or invalid action type leaves only the recommendation (logged)."""
     from ..errors import ServiceError
@@ -94,18 +96,30 @@ def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Pr
             action = external.dispatch(
                 session, tenant.id, type_name=proposal.decision.action_type, user_id=customer.id,
                 parameters=proposal.spec.strategy_hints.get("action_parameters") or {},
-                reasoning=proposal.reasoning, confidence=proposal.decision.confidence, now=now, test=customer.test)
+                reasoning=proposal.reasoning, confidence=proposal.decision.confidence, now=now, test=test)
     except ServiceError as exc:
         log.warning("external action %s not dispatched: %s", proposal.decision.action_type, exc.message)
         return None
     return action.id
 
 
+def is_test(session: Session, customer: Customer, spec: PlaybookSpec, *, test_events: bool) -> bool:
+    """A decision is test data when events tracked with a test key caused it, or it is
+    for a test user, or by a test playbook: it then goes to the test-mode sink, never to
+    a live channel (docs/api.md, "Test mode")."""
+    if test_events or customer.test:
+        return True
+    playbook = session.get(Playbook, spec.id)
+    return playbook is not None and playbook.test
+
+
 def record(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, *,
-           now: datetime) -> Intervention | None:
+           now: datetime, test: bool = False) -> Intervention | None:
     """Write the intervention (or, for an external action, its dispatch) and emit
-    decision.recommended (and intervention.escalated)."""
+    decision.recommended (and intervention.escalated). `test`: events tracked with a
+    test key caused the decision."""
     made, spec = proposal.decision, proposal.spec
+    test = is_test(session, customer, spec, test_events=test)
     intervention = None
     if made.action in ("send", "escalate"):
         status = initial_status(tenant, proposal)
@@ -114,7 +128,7 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             channel=made.channel, message_body=proposal.message, reasoning=proposal.reasoning,
             confidence=made.confidence, source="engine", quality_checks=proposal.checks,
             severity=made.severity, suggested_action=spec.strategy_hints.get("goal") if made.action == "escalate" else None,
-            reason=made.reasoning if made.action == "escalate" else None, test=customer.test,
+            reason=made.reasoning if made.action == "escalate" else None, test=test,
             planned_at=now, approved_at=now if status == "approved" else None, updated_at=now)
         session.add(intervention)
         session.flush()
@@ -122,7 +136,7 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             from ..interventions import pipeline
 
             pipeline.start(session, intervention, now=now)
-    action_id = _dispatch(session, tenant, customer, proposal, now) if made.action == "external_action" else None
+    action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
     events = [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,
@@ -132,5 +146,5 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
         events.append(("intervention.escalated", {
             "intervention_id": intervention.id, "user_id": customer.id, "playbook_id": spec.id,
             "reason": made.reasoning, "escalated_at": now.isoformat()}))
-    outbox.record_many(session, tenant.id, events, now=now, test=customer.test)
+    outbox.record_many(session, tenant.id, events, now=now, test=test)
     return intervention

@@ -1,5 +1,6 @@
 """Test mode is a boundary for writing (docs/api.md, "Test mode"): an rt_test_ key reads
-everything, changes only test data, mints only test keys."""
+everything, changes only test data, mints only test keys; what events tracked with it (or
+a test playbook) cause is test data, delivered to the recording sink."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import json
 import pytest
 from sqlalchemy import select
 
+from cs_daemon.decisions import requests
+from cs_daemon.decisions.models import DecisionRequest
+from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
+from cs_daemon.interventions.models import Intervention
 from tests.conftest import auth
 
 REFUSAL = "a test key cannot change live data"
@@ -39,6 +44,13 @@ def _create(client, key, pid, channel="webhook"):
 def _refused(resp):
     assert resp.status_code == 403, resp.json
     assert resp.json == {"error": REFUSAL, "code": "forbidden"}
+
+
+def _run_deliveries(rt, tenant):
+    with rt.session(tenant.id) as s:
+        ids = [d.id for d in s.scalars(select(Delivery).where(Delivery.status.in_(("pending", "retrying"))))]
+    for delivery_id in ids:
+        delivery.attempt(rt, delivery_id)
 
 
 def _interventions(client, tenant, path="/api/interventions"):
@@ -191,3 +203,70 @@ def test_an_invitation_made_with_a_test_key_gives_the_new_member_a_test_key(clie
                                                                           "role": "viewer"}).json["invitation"]
     assert live["test"] is False
     assert client.post("/api/team/accept", json={"token": live["token"]}).json["api_key"].startswith("rt_live_")
+
+
+# -- what test-mode events cause ----------------------------------------------------------
+
+def _active_playbook(client, key, name, channel="webhook"):
+    h = auth(key)
+    pid = client.post("/api/playbooks", headers=h, json={
+        "name": name, "entry_conditions": {"trigger": {"event": "asked_for_help"}},
+        "strategy_hints": {"preferred_channel": channel}}).json["id"]
+    assert client.put(f"/api/playbooks/{pid}/status", headers=h, json={"status": "active"}).status_code == 200
+    return pid
+
+
+def _track(client, key, user="u1"):
+    resp = client.post("/api/track", headers=auth(key), json={"events": [{"user_id": user, "event": "asked_for_help"}]})
+    assert resp.status_code == 200 and resp.json["accepted"] == 1
+
+
+def _decide(rt, tenant):
+    with rt.session(tenant.id) as s:
+        owed = s.scalars(select(DecisionRequest.id).where(DecisionRequest.done_at.is_(None))).all()
+    for request_id in owed:
+        requests.process(rt, request_id)
+
+
+def _engine_interventions(rt, tenant):
+    with rt.session(tenant.id) as s:
+        return list(s.scalars(select(Intervention).where(Intervention.source == "engine")
+                              .order_by(Intervention.planned_at)))
+
+
+def _channel_posts(receiver):
+    return [r for r in receiver.requests if r.headers.get("X-Service-Channel") == "webhook"]
+
+
+def test_events_tracked_with_a_test_key_make_the_live_users_interventions_test(client, world, rt, receiver):
+    client.patch("/api/settings", headers=auth(world.key), json={"approvalMode": "full_auto"})
+    _active_playbook(client, world.key, "help")
+    _track(client, world.test_key)          # u1 is a live user; the event is test-mode data
+    _decide(rt, world)
+    [iv] = _engine_interventions(rt, world)
+    assert iv.test is True and iv.status == "approved"
+    _run_deliveries(rt, world)
+    with rt.session(world.id) as s:
+        [made] = s.scalars(select(Delivery).where(Delivery.subject_id == iv.id)).all()
+    assert made.url == "sink:test-mode" and made.status == "delivered"
+    assert _channel_posts(receiver) == []
+    item = [i for i in client.get("/api/interventions", headers=auth(world.key)).json["interventions"]
+            if i["id"] == iv.id][0]
+    assert item["test"] is True and item["status"] == "delivered"
+    # the same event from a live key is live
+    _track(client, world.key, user="u2")
+    _decide(rt, world)
+    assert [i.test for i in _engine_interventions(rt, world) if i.user_id == "u2"] == [False]
+    _run_deliveries(rt, world)
+    assert len(_channel_posts(receiver)) == 1
+
+
+def test_a_test_playbook_decides_only_test_interventions(client, world, rt, receiver):
+    client.patch("/api/settings", headers=auth(world.key), json={"approvalMode": "full_auto"})
+    _active_playbook(client, world.test_key, "trial")
+    _track(client, world.key)               # a live event, a live user: the playbook is test data
+    _decide(rt, world)
+    [iv] = _engine_interventions(rt, world)
+    assert iv.test is True
+    _run_deliveries(rt, world)
+    assert _channel_posts(receiver) == []
