@@ -19,6 +19,10 @@ from ..tenants.models import Tenant
 from . import catalogue
 from .models import WebhookEndpoint
 
+# a test-mode event carries this header and `"test": true` in its body; a live one neither
+# (docs/webhooks.md, "Test mode")
+TEST_HEADER = "X-Service-Test"
+
 
 def _check_events(events: list[str] | None) -> None:
     bad = [{"field": f"events[{i}]", "message": f"unknown event type {e!r}"}
@@ -91,18 +95,19 @@ def deactivate(session: Session, endpoint_id: str, *, now: datetime) -> WebhookE
 def fan_out(session: Session, tenant_id: str, events: list[tuple[str, str, dict]], *,
             now: datetime, test: bool = False) -> list[Delivery]:
     """One delivery per (event, subscribed active endpoint), in the caller's transaction.
-    `events` are (event id, type, payload)."""
+    `events` are (event id, type, payload); `test`: they are test-mode data."""
     endpoints = list_active(session) if session.info.get("tenant_id") == tenant_id else list(
         session.scalars(select(WebhookEndpoint).where(WebhookEndpoint.tenant_id == tenant_id,
                                                       WebhookEndpoint.active.is_(True))))
     made = []
+    body_mark, headers = ({"test": True}, {TEST_HEADER: "1"}) if test else ({}, None)
     for event_id, kind, payload in events:
         for endpoint in endpoints:
             if catalogue.matches(endpoint.subscribed_events, kind):
                 made.append(delivery.create(
-                    session, tenant_id, kind="event", url=endpoint.url, body=payload,
+                    session, tenant_id, kind="event", url=endpoint.url, body={**payload, **body_mark},
                     secret_enc=endpoint.secret_enc, event_type=kind, endpoint_id=endpoint.id,
-                    subject_id=event_id, test=test, now=now))
+                    subject_id=event_id, headers=headers, test=test, now=now))
     return made
 
 

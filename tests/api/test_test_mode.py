@@ -1,6 +1,7 @@
 """Test mode is a boundary for writing (docs/api.md, "Test mode"): an rt_test_ key reads
 everything, changes only test data, mints only test keys; what events tracked with it (or
-a test playbook) cause is test data, delivered to the recording sink."""
+a test playbook) cause is test data, delivered to the recording sink; webhook deliveries
+of test-mode events say so."""
 
 from __future__ import annotations
 
@@ -270,3 +271,15 @@ def test_a_test_playbook_decides_only_test_interventions(client, world, rt, rece
     assert iv.test is True
     _run_deliveries(rt, world)
     assert _channel_posts(receiver) == []
+
+
+def test_webhook_deliveries_of_test_mode_events_say_so(client, world, rt, receiver):
+    for key in (world.key, world.test_key):
+        resp = client.post("/api/external/events/emit", headers=auth(key),
+                           json={"type": "custom.app.ping", "user_id": "u1", "data": {"n": 1}})
+        assert resp.status_code == 200
+    _run_deliveries(rt, world)
+    live, test = [r for r in receiver.requests if json.loads(r.body)["event"] == "custom.app.ping"]
+    assert "test" not in json.loads(live.body) and "X-Service-Test" not in live.headers
+    assert json.loads(test.body)["test"] is True and test.headers["X-Service-Test"] == "1"
+    assert json.loads(test.body)["data"] == {"n": 1}
