@@ -13,6 +13,7 @@ from .. import crypto, plans
 from ..delivery import service as delivery
 from ..delivery.models import Delivery
 from ..errors import FeatureNotOnPlan, NotFound, ValidationFailed
+from ..external import credentials as platform_url
 from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..tenants.models import Tenant
@@ -139,7 +140,8 @@ def delivery_log(session: Session, tenant_id: str, *, endpoint_id: str | None = 
     webhook-channel and CRM interventions, action dispatches; not email, in-app or
     test-mode sinks), newest first, optionally of one endpoint, in one status, or created
     at or after `since` (no limit when `limit` is None)."""
-    over_http = or_(Delivery.url.startswith("https://"), Delivery.url.startswith("http://"))
+    over_http = or_(Delivery.url.startswith("https://"), Delivery.url.startswith("http://"),
+                    Delivery.url.startswith(f"{platform_url.SCHEME}:"))
     query = (select(Delivery).where(Delivery.tenant_id == tenant_id, over_http)
              .order_by(Delivery.created_at.desc(), Delivery.id.desc()))
     if endpoint_id:
