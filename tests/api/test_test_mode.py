@@ -273,6 +273,22 @@ def test_a_test_playbook_decides_only_test_interventions(client, world, rt, rece
     assert _channel_posts(receiver) == []
 
 
+def test_a_test_event_is_no_response_to_a_live_intervention(client, world, rt):
+    iv = _create(client, world.key, world.pid)
+    assert client.put(f"/api/interventions/{iv}/approve", headers=auth(world.key)).status_code == 200
+    _run_deliveries(rt, world)
+
+    def responded_at():
+        with rt.session(world.id) as s:
+            return s.get(Intervention, iv).responded_at
+
+    assert responded_at() is None
+    _track(client, world.test_key)
+    assert responded_at() is None
+    _track(client, world.key)
+    assert responded_at() is not None
+
+
 def test_webhook_deliveries_of_test_mode_events_say_so(client, world, rt, receiver):
     for key in (world.key, world.test_key):
         resp = client.post("/api/external/events/emit", headers=auth(key),
