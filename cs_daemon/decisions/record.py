@@ -33,24 +33,27 @@ class Proposal:
     message: str | None
     reasoning: str
     checks: list[dict] | None
+    live_only: bool = True      # decided on the live history alone (no test data behind it)
 
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
-            events=(), state_changed: bool = False) -> Proposal | None:
-    """Decide (read-only) and write the message; None when the engine does nothing."""
+            events=(), state_changed: bool = False, test_events: bool = False) -> Proposal | None:
+    """Decide (read-only) and write the message; None when the engine does nothing. A
+    live decision counts only live interventions against the repeat limits."""
     if tenant.kill_switch_active:
         return None
     specs = context.specs(session)
     if not specs:
         return None
+    live_only = not (test_events or customer.test)
     user = context.user_context(session, customer, specs, now)
-    made = decide(user, specs, context.history(session, customer.id, now), now=now, events=events,
-                  state_changed=state_changed)
+    made = decide(user, specs, context.history(session, customer.id, now, live_only=live_only), now=now,
+                  events=events, state_changed=state_changed)
     if made.action == "none":
         return None
     spec = next(s for s in specs if s.id == made.playbook_id)
     if made.action != "send":
-        return Proposal(made, spec, None, made.reasoning or "", None)
+        return Proposal(made, spec, None, made.reasoning or "", None, live_only)
     facts = {f: getattr(customer, f) for f in USER_FIELDS}
     brand = tenant.brand_context
     template = messages.render_template(spec.strategy_hints.get("message_template"), channel=made.channel,
@@ -59,7 +62,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
                          playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
                                    "hints": spec.strategy_hints},
                          brand=brand, decision_reasoning=made.reasoning or "", template_message=template)
-    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks)
+    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only)
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:

@@ -104,7 +104,7 @@ def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bo
         tenant = tenants.get(session, tenant_id, now=now)
         customer = session.get(Customer, (tenant_id, user_id))
         proposal = customer and propose(session, tenant, customer, now=now, writer=rt.writer,
-                                        events=events, state_changed=state_changed)
+                                        events=events, state_changed=state_changed, test_events=test)
     with rt.session(tenant_id) as session:
         made = None
         if proposal and _still_allowed(session, tenant_id, user_id, proposal, rt.now()):
@@ -124,7 +124,7 @@ def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now
     from . import context
 
     hold_user(session, tenant_id, user_id)
-    why = repeat_limit(proposal.spec, context.history(session, user_id, now), now)
+    why = repeat_limit(proposal.spec, context.history(session, user_id, now, live_only=proposal.live_only), now)
     if why:
         log.info("decision for user %s dropped: %s (%s)", user_id, why, proposal.spec.name)
     return why is None

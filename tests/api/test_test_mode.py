@@ -262,6 +262,19 @@ def test_events_tracked_with_a_test_key_make_the_live_users_interventions_test(c
     assert len(_channel_posts(receiver)) == 1
 
 
+def test_a_test_run_on_a_live_user_uses_up_none_of_the_live_playbooks_repeat_limits(client, world, rt):
+    client.patch("/api/settings", headers=auth(world.key), json={"approvalMode": "full_auto"})
+    _active_playbook(client, world.key, "help")          # acts once per user (the default)
+    _track(client, world.test_key)
+    _decide(rt, world)
+    _track(client, world.key)
+    _decide(rt, world)
+    assert sorted(iv.test for iv in _engine_interventions(rt, world)) == [False, True]
+    _track(client, world.key)                            # the live one counts for the next live one
+    _decide(rt, world)
+    assert len(_engine_interventions(rt, world)) == 2
+
+
 def test_a_test_playbook_decides_only_test_interventions(client, world, rt, receiver):
     client.patch("/api/settings", headers=auth(world.key), json={"approvalMode": "full_auto"})
     _active_playbook(client, world.test_key, "trial")
