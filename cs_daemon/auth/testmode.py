@@ -17,6 +17,8 @@ Keys minted through the API are the one body-dependent case: `may_mint` below.
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy.orm import Session
 
 from ..delivery.models import Delivery
@@ -57,6 +59,14 @@ def require_test_data(session: Session, *, test_key: bool, path_ids: dict[str, s
         found = session.get(model, value)
         if found is not None and not found.test:
             raise Forbidden(REFUSAL)
+
+
+def describe(path: str, *, configures: bool = False) -> str:
+    """What a test key may do through a write endpoint (for the OpenAPI document)."""
+    names = re.findall(r"{(\w+)}", path)
+    if configures or any(name not in NAMED_BY for name in names):
+        return "refused: live configuration"
+    return "test data only" if names else "allowed; what it makes is test data"
 
 
 def may_mint(*, test_key: bool, live_key: bool) -> None:

@@ -312,3 +312,13 @@ def test_webhook_deliveries_of_test_mode_events_say_so(client, world, rt, receiv
     assert "test" not in json.loads(live.body) and "X-Service-Test" not in live.headers
     assert json.loads(test.body)["test"] is True and test.headers["X-Service-Test"] == "1"
     assert json.loads(test.body)["data"] == {"n": 1}
+
+
+def test_the_openapi_document_says_what_a_test_key_may_write(client):
+    paths = client.get("/api/openapi.json").json["paths"]
+    assert paths["/api/interventions/{intervention_id}/approve"]["put"]["x-access"]["test_keys"] == "test data only"
+    assert paths["/api/settings"]["patch"]["x-access"]["test_keys"] == "refused: live configuration"
+    assert paths["/api/webhooks/endpoints/{endpoint_id}"]["put"]["x-access"]["test_keys"] == \
+        "refused: live configuration"
+    assert paths["/api/track"]["post"]["x-access"]["test_keys"].startswith("allowed")
+    assert "test_keys" not in paths["/api/interventions"]["get"]["x-access"]
