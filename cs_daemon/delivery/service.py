@@ -206,7 +206,8 @@ def _post_resolved(rt, claimed: Claimed, secret: str, now: datetime) -> http.Out
     except Exception as exc:  # a URL that cannot be made fails the attempt, visibly
         return http.Outcome(None, None, f"URL unavailable: {type(exc).__name__}: {exc}", 0.0)
     outcome = _post(rt, url, claimed, secret, now)
-    return replace(outcome, error=_hide(outcome.error, (url, *hidden)), excerpt=_hide(outcome.excerpt, (url, *hidden)))
+    secrets = (url, *hidden)
+    return replace(outcome, error=_hide(outcome.error, secrets), excerpt=_hide(outcome.excerpt, secrets))
 
 
 def _hide(text: str | None, secrets: tuple[str, ...]) -> str | None:

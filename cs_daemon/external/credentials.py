@@ -21,7 +21,6 @@ from .models import PlatformConnection
 
 PLACEHOLDER = re.compile(r"{([^{}]*)}")
 SCHEME = "platform"
-HIDDEN = "[credential]"
 
 
 def is_template(url: str) -> bool:

@@ -24,7 +24,7 @@ class Template:
     description: str
     domain: str
     credential_fields: tuple[str, ...]
-    action_types: tuple[dict, ...]      # create fields; delivery_webhook may use {base_url}: filled at dispatch
+    action_types: tuple[dict, ...]      # create fields; delivery_webhook may use {base_url} (filled at dispatch)
 
 
 def _obj(props: dict, required: list[str]) -> dict:
