@@ -55,14 +55,14 @@ def list_(
         tenants.get(s, tenant, now=rt.now())
         rows = keys.list_keys(s, include_revoked=all_)
     data = [{"id": k.id, "prefix": k.prefix, "label": k.label, "role": k.role,
-             "permissions": k.permissions, "test": k.test, "created_at": k.created_at,
+             "permissions": k.permissions, "test": k.test, "created_by": k.created_by, "created_at": k.created_at,
              "last_used_at": k.last_used_at, "revoked_at": k.revoked_at} for k in rows]
     if json_:
         print_json({"api_keys": data})
         return
-    table("API keys", ["id", "prefix", "label", "role", "permissions", "mode", "last used", "revoked"],
+    table("API keys", ["id", "prefix", "label", "role", "permissions", "mode", "created by", "last used", "revoked"],
           [[d["id"], d["prefix"], d["label"], d["role"], ",".join(d["permissions"]),
-            "test" if d["test"] else "live", d["last_used_at"], d["revoked_at"]] for d in data])
+            "test" if d["test"] else "live", d["created_by"], d["last_used_at"], d["revoked_at"]] for d in data])
 
 
 @app.command("revoke")

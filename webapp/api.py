@@ -14,7 +14,7 @@ from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
 from cs_daemon import jsontext
-from cs_daemon.auth import keys
+from cs_daemon.auth import keys, testmode
 from cs_daemon.auth.admission import admit
 from cs_daemon.auth.access import ACCESS, refusal
 from cs_daemon.auth.service import Caller
@@ -40,6 +40,7 @@ class Endpoint:
     responses: dict[int, type[BaseModel] | None] = field(default_factory=dict)
     credentials: Callable[[], str | None] | None = None
     atomic: bool = True   # one transaction for the whole request
+    configures: bool = False   # changes live configuration no path id names: test keys refused
 
     @property
     def flask_path(self) -> str:
@@ -81,11 +82,14 @@ class Api:
     def route(self, method: str, path: str, *, access: str, summary: str, body=None,
               query=None, response=None, status: int = 200, errors: tuple[int, ...] = (),
               responses: dict | None = None, credentials: Callable[[], str | None] | None = None,
-              atomic: bool | None = None):
+              atomic: bool | None = None, configures: bool = False):
         """`credentials` finds the API key where a platform's own client puts it (the
         connectors' native routes); by default it is the bearer token. A GET runs without
         a transaction around it (`atomic=False`: no BEGIN/COMMIT round trips) unless it
-        says `atomic=True` because it writes more than one row that belong together."""
+        says `atomic=True` because it writes more than one row that belong together.
+        `configures` says a write changes the tenant's live configuration without naming
+        it in the path (settings, a new webhook endpoint): a test key may not make it
+        (cs_daemon/auth/testmode.py; path ids are judged by what they name)."""
         if access not in ACCESS:
             raise ValueError(f"unknown access class {access!r}")
 
@@ -94,7 +98,7 @@ class Api:
                 method=method.upper(), path=path, access=access, handler=fn, summary=summary,
                 body=body, query=query, response=response, status=status, errors=errors,
                 tag=self.tag, responses=responses or {}, credentials=credentials,
-                atomic=method.upper() != "GET" if atomic is None else atomic,
+                atomic=method.upper() != "GET" if atomic is None else atomic, configures=configures,
             ))
             return fn
 
@@ -114,6 +118,9 @@ def _view(ep: Endpoint) -> Callable:
             caller = _authorize(rt, session, ep)
             call = Call(rt, session, caller)
             _storable(path_params)
+            if caller is not None and ep.method != "GET":
+                testmode.require_test_data(session, test_key=caller.test, path_ids=path_params,
+                                           configures=ep.configures)
             if ep.query is not None:
                 call.query = _validate(ep.query, request.args.to_dict(), "query")
             if ep.body is not None:

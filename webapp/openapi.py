@@ -9,6 +9,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from cs_daemon import __version__
+from cs_daemon.auth import testmode
 from cs_daemon.auth.access import ACCESS
 from cs_daemon.schemas import ErrorBody
 
@@ -18,7 +19,7 @@ REF = "#/components/schemas/{model}"
 _ERROR_TEXT = {
     400: "Validation failed (code validation_failed, with details)",
     401: "Missing, malformed, unknown or revoked API key",
-    403: "The key's role or permissions do not allow this",
+    403: "The key's role or permissions do not allow this, or a test key would change live data",
     404: "Not found (also for another tenant's ids)",
     409: "Conflict with the current state",
     410: "Gone",
@@ -95,6 +96,8 @@ def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
         op["security"] = [{"bearer": []}]
         op["x-access"] = {"class": ep.access, "roles": sorted(rule.roles),
                           "permissions": sorted(rule.permissions)}
+        if ep.method != "GET":
+            op["x-access"]["test_keys"] = testmode.describe(ep.path, configures=ep.configures)
     if ep.query is not None:
         for name, f in ep.query.model_fields.items():
             op["parameters"].append({

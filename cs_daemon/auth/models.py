@@ -16,6 +16,9 @@ class ApiKey(TenantOwned, table=True):
     role: str = Field(max_length=10)
     permissions: list = json_field(default=[], nullable=False)
     test: bool = False
+    # who minted it through the API: a member id, or "key:<key id>" for a key tied to no
+    # member (docs/api.md, "API keys"); None when the operator's CLI made it
+    created_by: str | None = Field(default=None, max_length=80)
     prefix: str = Field(max_length=12)
     digest: str = Field(max_length=64, unique=True)
     created_at: datetime = time_field(nullable=False)

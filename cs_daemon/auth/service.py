@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from ..errors import NotFound, Unauthorized, ValidationFailed
 from ..team.models import ROLES, Member
 from ..tenants.models import Tenant
-from . import keys
+from . import keys, testmode
 from .access import PERMISSIONS
 from .models import ApiKey
 
@@ -28,7 +28,7 @@ _BY_DIGEST = (
 )
 _listed = ApiKey.__table__.c
 _KEYS = (select(_listed.id, _listed.prefix, _listed.label, _listed.role, _listed.permissions, _listed.test,
-                _listed.created_at, _listed.last_used_at, _listed.revoked_at)
+                _listed.created_by, _listed.created_at, _listed.last_used_at, _listed.revoked_at)
          .order_by(_listed.created_at, _listed.id))
 _ACTIVE_KEYS = _KEYS.where(_listed.revoked_at.is_(None))
 
@@ -67,12 +67,14 @@ def issue(
     test: bool = False,
     label: str | None = None,
     member_id: str | None = None,
+    created_by: str | None = None,
 ) -> IssuedKey:
     _check(role, permissions)
     secret = keys.generate(test)
     key = ApiKey(
         tenant_id=tenant_id,
         member_id=member_id,
+        created_by=created_by,
         label=label,
         role=role,
         permissions=sorted(set(permissions)),
@@ -84,6 +86,15 @@ def issue(
     session.add(key)
     session.flush()
     return IssuedKey(key, secret)
+
+
+def mint(session: Session, caller: Caller, *, role: str, permissions: list[str], test: bool,
+         label: str | None, now: datetime) -> IssuedKey:
+    """A key minted through the API: it belongs to whoever minted it (revoked with that
+    member), and a test key mints only test keys."""
+    testmode.may_mint(test_key=caller.test, live_key=not test)
+    return issue(session, caller.tenant_id, role=role, permissions=permissions, now=now, test=test, label=label,
+                 created_by=caller.actor)
 
 
 def _check(role: str, permissions: list[str]) -> None:
@@ -160,3 +171,17 @@ def revoke(session: Session, key_id: str, *, now: datetime) -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = now
     return key
+
+
+def revoke_minted_by(session: Session, member_id: str, *, now: datetime) -> int:
+    """Revoke the keys a member minted, and those minted in turn by these keys (a removed
+    member keeps no way in through a key made with one of theirs). Returns how many."""
+    minters, revoked = [member_id], 0
+    while minters:
+        found = list(session.scalars(select(ApiKey).where(ApiKey.created_by.in_(minters),
+                                                          ApiKey.revoked_at.is_(None))))
+        for key in found:
+            key.revoked_at = now
+        revoked += len(found)
+        minters = [f"key:{key.id}" for key in found]
+    return revoked

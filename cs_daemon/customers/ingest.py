@@ -73,7 +73,7 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
         result.user_ids = list(touched)
         result.users_upserted = len(touched)
         if followers.playbooks:
-            owe_decisions(session, tenant_id, touched, now=now)
+            owe_decisions(session, tenant_id, touched, now=now, test=test)
     return result
 
 
@@ -196,7 +196,7 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     _forget_loaded(session, tenant_id, customers)
     if followers.open_interventions:
         outcomes.note_events(session, tenant_id, [(r["user_id"], r["event"], r["timestamp"]) for r in inserted],
-                            now=now)
+                             now=now, test=test)
     outbox.record_many(session, tenant_id, changes, now=now, test=test, fan_out=followers.endpoints)
     return touched, followers
 

@@ -56,16 +56,19 @@ def user_context(session: Session, customer: Customer, specs_: PlaybookSet, now:
                        opted_out=frozenset(customer.opted_out or []))
 
 
-def history(session: Session, user_id: str, now: datetime) -> History:
+def history(session: Session, user_id: str, now: datetime, *, live_only: bool = False) -> History:
+    """What the user and the tenant received; `live_only` leaves test interventions out, so
+    a test run never uses up a live decision's repeat limits (docs/api.md, "Test mode")."""
+    counted = [Intervention.playbook_id.isnot(None), Intervention.status.in_(COUNTED)]
+    if live_only:
+        counted.append(Intervention.test.is_(False))
     mine = session.execute(
         select(Intervention.playbook_id, func.count(), func.max(Intervention.planned_at))
-        .where(Intervention.user_id == user_id, Intervention.playbook_id.isnot(None),
-               Intervention.status.in_(COUNTED))
+        .where(Intervention.user_id == user_id, *counted)
         .group_by(Intervention.playbook_id)).all()
     day = session.execute(
         select(Intervention.playbook_id, func.count())
-        .where(Intervention.playbook_id.isnot(None), Intervention.status.in_(COUNTED),
-               Intervention.planned_at >= now - timedelta(hours=24))
+        .where(*counted, Intervention.planned_at >= now - timedelta(hours=24))
         .group_by(Intervention.playbook_id)).all()
     return History(for_user={p: n for p, n, _ in mine}, last_for_user={p: last for p, _, last in mine if last},
                    last_day=dict(day))

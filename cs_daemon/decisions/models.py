@@ -19,6 +19,7 @@ class DecisionRequest(TenantOwned, table=True):
     user_id: str = Field(max_length=255)
     events: list = json_field(default=[], nullable=False)
     state_changed: bool = False
+    test: bool = False      # the events were tracked with a test key: what is decided is test data
     created_at: datetime = time_field(nullable=False)
     claimed_until: datetime | None = time_field()
     done_at: datetime | None = time_field()

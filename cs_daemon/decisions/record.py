@@ -14,6 +14,7 @@ from ..engine import messages
 from ..engine.decisions import Decision, PlaybookSpec, decide
 from ..interventions.models import Intervention
 from ..outbox import service as outbox
+from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
 from . import context
 
@@ -32,24 +33,27 @@ class Proposal:
     message: str | None
     reasoning: str
     checks: list[dict] | None
+    live_only: bool = True      # decided on the live history alone (no test data behind it)
 
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
-            events=(), state_changed: bool = False) -> Proposal | None:
-    """Decide (read-only) and write the message; None when the engine does nothing."""
+            events=(), state_changed: bool = False, test_events: bool = False) -> Proposal | None:
+    """Decide (read-only) and write the message; None when the engine does nothing. A
+    live decision counts only live interventions against the repeat limits."""
     if tenant.kill_switch_active:
         return None
     specs = context.specs(session)
     if not specs:
         return None
+    live_only = not (test_events or customer.test)
     user = context.user_context(session, customer, specs, now)
-    made = decide(user, specs, context.history(session, customer.id, now), now=now, events=events,
-                  state_changed=state_changed)
+    made = decide(user, specs, context.history(session, customer.id, now, live_only=live_only), now=now,
+                  events=events, state_changed=state_changed)
     if made.action == "none":
         return None
     spec = next(s for s in specs if s.id == made.playbook_id)
     if made.action != "send":
-        return Proposal(made, spec, None, made.reasoning or "", None)
+        return Proposal(made, spec, None, made.reasoning or "", None, live_only)
     facts = {f: getattr(customer, f) for f in USER_FIELDS}
     brand = tenant.brand_context
     template = messages.render_template(spec.strategy_hints.get("message_template"), channel=made.channel,
@@ -58,7 +62,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
                          playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
                                    "hints": spec.strategy_hints},
                          brand=brand, decision_reasoning=made.reasoning or "", template_message=template)
-    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks)
+    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only)
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:
@@ -81,7 +85,8 @@ def initial_status(tenant: Tenant, proposal: Proposal) -> str:
     return "planned"
 
 
-def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, now: datetime) -> str | None:
+def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, now: datetime,
+              test: bool) -> str | None:
     """An external action picked by the engine is dispatched unless the tenant is in shadow
     mode; a missing or invalid action type leaves only the recommendation (logged)."""
     from ..errors import ServiceError
@@ -94,18 +99,30 @@ def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Pr
             action = external.dispatch(
                 session, tenant.id, type_name=proposal.decision.action_type, user_id=customer.id,
                 parameters=proposal.spec.strategy_hints.get("action_parameters") or {},
-                reasoning=proposal.reasoning, confidence=proposal.decision.confidence, now=now, test=customer.test)
+                reasoning=proposal.reasoning, confidence=proposal.decision.confidence, now=now, test=test)
     except ServiceError as exc:
         log.warning("external action %s not dispatched: %s", proposal.decision.action_type, exc.message)
         return None
     return action.id
 
 
+def is_test(session: Session, customer: Customer, spec: PlaybookSpec, *, test_events: bool) -> bool:
+    """A decision is test data when events tracked with a test key caused it, or it is
+    for a test user, or by a test playbook: it then goes to the test-mode sink, never to
+    a live channel (docs/api.md, "Test mode")."""
+    if test_events or customer.test:
+        return True
+    playbook = session.get(Playbook, spec.id)
+    return playbook is not None and playbook.test
+
+
 def record(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, *,
-           now: datetime) -> Intervention | None:
+           now: datetime, test: bool = False) -> Intervention | None:
     """Write the intervention (or, for an external action, its dispatch) and emit
-    decision.recommended (and intervention.escalated)."""
+    decision.recommended (and intervention.escalated). `test`: events tracked with a
+    test key caused the decision."""
     made, spec = proposal.decision, proposal.spec
+    test = is_test(session, customer, spec, test_events=test)
     intervention = None
     if made.action in ("send", "escalate"):
         status = initial_status(tenant, proposal)
@@ -114,7 +131,7 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             channel=made.channel, message_body=proposal.message, reasoning=proposal.reasoning,
             confidence=made.confidence, source="engine", quality_checks=proposal.checks,
             severity=made.severity, suggested_action=spec.strategy_hints.get("goal") if made.action == "escalate" else None,
-            reason=made.reasoning if made.action == "escalate" else None, test=customer.test,
+            reason=made.reasoning if made.action == "escalate" else None, test=test,
             planned_at=now, approved_at=now if status == "approved" else None, updated_at=now)
         session.add(intervention)
         session.flush()
@@ -122,7 +139,7 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             from ..interventions import pipeline
 
             pipeline.start(session, intervention, now=now)
-    action_id = _dispatch(session, tenant, customer, proposal, now) if made.action == "external_action" else None
+    action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
     events = [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,
@@ -132,5 +149,5 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
         events.append(("intervention.escalated", {
             "intervention_id": intervention.id, "user_id": customer.id, "playbook_id": spec.id,
             "reason": made.reasoning, "escalated_at": now.isoformat()}))
-    outbox.record_many(session, tenant.id, events, now=now, test=customer.test)
+    outbox.record_many(session, tenant.id, events, now=now, test=test)
     return intervention

@@ -28,12 +28,13 @@ RETRY_AFTER = timedelta(seconds=30)
 SWEEP_USERS_PER_TENANT = 200
 
 
-def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], bool]], *, now: datetime) -> list[str]:
+def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], bool]], *, now: datetime,
+        test: bool = False) -> list[str]:
     if not touched or not session.scalar(select(exists().where(Playbook.tenant_id == tenant_id,
                                                                Playbook.status == "active"))):
         return []
     rows = [{"id": new_id(), "tenant_id": tenant_id, "user_id": user_id, "events": sorted(names),
-             "state_changed": changed, "created_at": now, "claimed_until": None, "done_at": None}
+             "state_changed": changed, "test": test, "created_at": now, "claimed_until": None, "done_at": None}
             for user_id, (names, changed) in touched.items()]
     session.execute(insert(DecisionRequest.__table__), rows)
     ids = [r["id"] for r in rows]
@@ -87,13 +88,14 @@ def process(rt, request_id: str) -> None:
         if request is None:
             return
         tenant_id, user_id = request.tenant_id, request.user_id
-        events, changed = list(request.events or []), request.state_changed
-    decide_for(rt, tenant_id, user_id, events=events, state_changed=changed, request_id=request_id)
+        events, changed, test = list(request.events or []), request.state_changed, request.test
+    decide_for(rt, tenant_id, user_id, events=events, state_changed=changed, request_id=request_id, test=test)
 
 
 def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bool = False,
-               request_id: str | None = None):
-    """Propose in a read-only unit of work (the writer may take seconds), then record."""
+               request_id: str | None = None, test: bool = False):
+    """Propose in a read-only unit of work (the writer may take seconds), then record.
+    `test`: the decision follows events tracked with a test key (the sweep's are not)."""
     from ..tenants import service as tenants
     from .record import propose, record
 
@@ -102,12 +104,13 @@ def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bo
         tenant = tenants.get(session, tenant_id, now=now)
         customer = session.get(Customer, (tenant_id, user_id))
         proposal = customer and propose(session, tenant, customer, now=now, writer=rt.writer,
-                                        events=events, state_changed=state_changed)
+                                        events=events, state_changed=state_changed, test_events=test)
     with rt.session(tenant_id) as session:
         made = None
         if proposal and _still_allowed(session, tenant_id, user_id, proposal, rt.now()):
             tenant = tenants.get(session, tenant_id, now=now)
-            made = record(session, tenant, session.get(Customer, (tenant_id, user_id)), proposal, now=rt.now())
+            made = record(session, tenant, session.get(Customer, (tenant_id, user_id)), proposal, now=rt.now(),
+                          test=test)
         if request_id:
             session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id).values(done_at=rt.now()))
         return made
@@ -121,7 +124,7 @@ def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now
     from . import context
 
     hold_user(session, tenant_id, user_id)
-    why = repeat_limit(proposal.spec, context.history(session, user_id, now), now)
+    why = repeat_limit(proposal.spec, context.history(session, user_id, now, live_only=proposal.live_only), now)
     if why:
         log.info("decision for user %s dropped: %s (%s)", user_id, why, proposal.spec.name)
     return why is None

@@ -13,9 +13,10 @@ from . import context
 
 def dry_run(session: Session, user_id: str, *, now: datetime) -> tuple[Decision, object]:
     """The decision the engine would take now, considering every active playbook as if its
-    trigger had fired; nothing is written."""
+    trigger had fired (and, for a live user, live events); nothing is written."""
     customer = customers.get(session, user_id)
     specs = context.specs(session)
     user = context.user_context(session, customer, specs, now)
-    made = decide(user, specs, context.history(session, user_id, now), now=now, every=True)
+    made = decide(user, specs, context.history(session, user_id, now, live_only=not customer.test), now=now,
+                  every=True)
     return made, customer

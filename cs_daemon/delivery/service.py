@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -54,6 +54,14 @@ TRANSPORTS: dict[str, Transport] = {}
 # "ref:<name>" secrets are read at send time (e.g. the tenant's CRM secret in its config)
 SecretRef = Callable[[Session, str], str]
 SECRET_REFS: dict[str, SecretRef] = {}
+
+# "<scheme>:<reference>" URLs are resolved at send time, e.g. a platform action type's URL
+# filled from credentials kept encrypted (external/credentials.py): the row, its log and
+# every listing hold the reference. A resolver takes (session, reference, CS_SECRET_KEY)
+# and answers (URL, the secret values in it), which are kept out of the attempt's log.
+UrlRef = Callable[[Session, str, str], tuple[str, tuple[str, ...]]]
+URL_REFS: dict[str, UrlRef] = {}
+HIDDEN = "[credential]"
 
 
 def listen(kind: str, fn: Listener, *, when: When | None = None) -> None:
@@ -173,13 +181,40 @@ def send(rt, claimed: Claimed, now: datetime) -> http.Outcome:
         secret = secret_of(rt, claimed)
     except Exception as exc:  # a secret that cannot be read fails the attempt, visibly
         return http.Outcome(None, None, f"signing secret unavailable: {type(exc).__name__}: {exc}", 0.0)
+    if scheme in URL_REFS:
+        return _post_resolved(rt, claimed, secret, now)
     if scheme in TRANSPORTS:
         return TRANSPORTS[scheme](claimed, secret, rt, now)
+    return _post(rt, claimed.url, claimed, secret, now)
+
+
+def _post(rt, url: str, claimed: Claimed, secret: str, now: datetime) -> http.Outcome:
     body = claimed.body.encode()
     hdrs = signed_headers(secret=secret, body=body, delivery_id=claimed.id,
                           event_id=claimed.subject_id, now=now, extra=claimed.headers)
-    return http.post(claimed.url, body, hdrs, allow_private=rt.settings.private_webhook_urls_allowed,
+    return http.post(url, body, hdrs, allow_private=rt.settings.private_webhook_urls_allowed,
                      deadline_s=DEADLINE_SECONDS)
+
+
+def _post_resolved(rt, claimed: Claimed, secret: str, now: datetime) -> http.Outcome:
+    """POST to the URL a reference resolves to now; what the attempt logs (its error, the
+    answer's excerpt) shows none of the secrets the URL was made of."""
+    scheme, ref = claimed.url.split(":", 1)
+    try:
+        with rt.session(claimed.tenant_id, commit=False) as session:
+            url, hidden = URL_REFS[scheme](session, ref, rt.settings.secret_key)
+    except Exception as exc:  # a URL that cannot be made fails the attempt, visibly
+        return http.Outcome(None, None, f"URL unavailable: {type(exc).__name__}: {exc}", 0.0)
+    outcome = _post(rt, url, claimed, secret, now)
+    secrets = (url, *hidden)
+    return replace(outcome, error=_hide(outcome.error, secrets), excerpt=_hide(outcome.excerpt, secrets))
+
+
+def _hide(text: str | None, secrets: tuple[str, ...]) -> str | None:
+    for value in sorted(secrets, key=len, reverse=True):
+        if text and value:
+            text = text.replace(value, HIDDEN)
+    return text
 
 
 def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: datetime,

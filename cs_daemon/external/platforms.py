@@ -1,18 +1,18 @@
 """Pre-built platform connectors (decisions §10): three templates whose action types are
-registered when a tenant connects, with the credentials it gives (kept encrypted); partner
-integrations shared with the tenant (decisions §14) are listed and connect the same way."""
+registered when a tenant connects, with the credentials it gives (kept encrypted, and read
+only when a dispatch is sent: external/credentials.py); partner integrations shared with
+the tenant (decisions §14) are listed and connect the same way."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import crypto
 from ..errors import NotFound, ValidationFailed
+from . import credentials as credentials_
 from . import service
 from .models import ActionType, PlatformConnection
 
@@ -24,7 +24,7 @@ class Template:
     description: str
     domain: str
     credential_fields: tuple[str, ...]
-    action_types: tuple[dict, ...]      # create fields; delivery_webhook may use {base_url}
+    action_types: tuple[dict, ...]      # create fields; delivery_webhook may use {base_url} (filled at dispatch)
 
 
 def _obj(props: dict, required: list[str]) -> dict:
@@ -59,12 +59,8 @@ TEMPLATES = {t.id: t for t in (
 )}
 
 
-def _connection(session: Session, platform_id: str) -> PlatformConnection | None:
-    return session.scalars(select(PlatformConnection).where(PlatformConnection.platform_id == platform_id)).first()
-
-
 def describe(session: Session, template: Template) -> dict:
-    conn = _connection(session, template.id)
+    conn = credentials_.connection(session, template.id)
     connected = bool(conn and conn.connected)
     names = [a["name"] for a in template.action_types]
     return {"id": template.id, "name": template.name, "description": template.description, "domain": template.domain,
@@ -95,20 +91,21 @@ def connect(session: Session, tenant_id: str, platform_id: str, credentials: dic
     if missing:
         raise ValidationFailed(f"missing credentials: {', '.join(missing)}",
                                [{"field": f"credentials.{f}", "message": "is required"} for f in missing])
-    conn = _connection(session, platform_id) or PlatformConnection(tenant_id=tenant_id, platform_id=platform_id,
-                                                                   credentials_enc="")
-    conn.credentials_enc = crypto.encrypt(secret_key, json.dumps(credentials))
+    conn = credentials_.connection(session, platform_id) or PlatformConnection(
+        tenant_id=tenant_id, platform_id=platform_id, credentials_enc="")
+    credentials_.store(conn, credentials, secret_key=secret_key)
     conn.connected, conn.connected_at, conn.disconnected_at = True, now, None
     session.add(conn)
     for spec in template.action_types:
-        fields = {**spec, "provider": template.id, "domain": template.domain,
-                  "delivery_webhook": spec["delivery_webhook"].format(**credentials).rstrip("/")}
+        # the URL stays the template's: the credentials fill it at dispatch, not here
+        fields = {**spec, "provider": template.id, "domain": template.domain}
         existing = service.find_type(session, fields["name"])
         if existing is None:
             service.create_type(session, tenant_id, fields, now=now, secret_key=secret_key,
-                                allow_private=allow_private, platform_id=template.id)
+                                allow_private=allow_private, platform_id=template.id, credentials=credentials)
         else:
-            service.update_type(session, existing.id, fields, now=now, allow_private=allow_private)
+            service.update_type(session, existing.id, fields, now=now, allow_private=allow_private,
+                                credentials=credentials)
             existing.active, existing.platform_id = True, template.id
     session.flush()
     return describe(session, template)
@@ -116,7 +113,7 @@ def connect(session: Session, tenant_id: str, platform_id: str, credentials: dic
 
 def disconnect(session: Session, platform_id: str, *, now: datetime) -> dict:
     template = _template(session, platform_id)
-    conn = _connection(session, platform_id)
+    conn = credentials_.connection(session, platform_id)
     if conn is not None and conn.connected:
         conn.connected, conn.disconnected_at = False, now
         for action_type in session.scalars(select(ActionType).where(ActionType.platform_id == template.id)):

@@ -21,6 +21,7 @@ from ..errors import Conflict, NotFound, ValidationFailed
 from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..outbox import service as outbox
+from . import credentials as credentials_
 from .models import ActionType, ExternalAction
 
 EXPIRE_AFTER = timedelta(days=7)
@@ -35,18 +36,23 @@ def check_schema(schema: dict) -> None:
                                [{"field": "parameters_schema", "message": exc.message}]) from None
 
 
-def _check_url(url: str, allow_private: bool) -> None:
+def _check_url(url: str, allow_private: bool, credentials: dict | None = None) -> None:
+    """A platform's URL template is checked as the credentials fill it (and again at
+    every send, as every URL is)."""
     try:
-        netguard.check(url, allow_private=allow_private)
+        netguard.check(url if credentials is None else credentials_.fill(url, credentials),
+                       allow_private=allow_private)
     except netguard.UrlRefused as exc:
         raise ValidationFailed(f"delivery_webhook refused: {exc}",
                                [{"field": "delivery_webhook", "message": str(exc)}]) from None
 
 
 def create_type(session: Session, tenant_id: str, fields: dict, *, now: datetime, secret_key: str,
-                allow_private: bool, platform_id: str | None = None) -> tuple[ActionType, str]:
+                allow_private: bool, platform_id: str | None = None,
+                credentials: dict | None = None) -> tuple[ActionType, str]:
+    """`credentials`: the type is a platform's, its URL a template they fill at dispatch."""
     check_schema(fields["parameters_schema"])
-    _check_url(fields["delivery_webhook"], allow_private)
+    _check_url(fields["delivery_webhook"], allow_private, credentials)
     if find_type(session, fields["name"]) is not None:
         raise Conflict(f"an action type named {fields['name']!r} already exists")
     secret = secrets.token_hex(32)
@@ -82,12 +88,13 @@ def list_types(session: Session, *, provider: str | None, domain: str | None, ac
     return list(session.scalars(query))
 
 
-def update_type(session: Session, type_id: str, fields: dict, *, now: datetime, allow_private: bool) -> ActionType:
+def update_type(session: Session, type_id: str, fields: dict, *, now: datetime, allow_private: bool,
+                credentials: dict | None = None) -> ActionType:
     action_type = get_type(session, type_id)
     if fields.get("parameters_schema") is not None:
         check_schema(fields["parameters_schema"])
     if fields.get("delivery_webhook") is not None:
-        _check_url(fields["delivery_webhook"], allow_private)
+        _check_url(fields["delivery_webhook"], allow_private, credentials)
     if fields.get("name") and fields["name"] != action_type.name and find_type(session, fields["name"]):
         raise Conflict(f"an action type named {fields['name']!r} already exists")
     for key, value in fields.items():
@@ -132,10 +139,19 @@ def dispatch(session: Session, tenant_id: str, *, type_name: str, user_id: str, 
     body = {"action_id": action.id, "action_type": action_type.name, "user_id": user_id, "parameters": parameters,
             "reasoning": reasoning or "", "confidence": str(float(confidence)),
             "tenant_id": tenant_id, "timestamp": now.isoformat()}
-    delivery.create(session, tenant_id, kind=KIND, url="sink:test-mode" if test else action_type.delivery_webhook,
+    delivery.create(session, tenant_id, kind=KIND, url="sink:test-mode" if test else dispatch_url(action_type),
                     body=body, secret_enc="" if test else action_type.secret_enc, event_type="external_action.dispatch",
                     subject_id=action.id, headers={"X-Service-Action-Id": action.id}, test=test, now=now)
     return action
+
+
+def dispatch_url(action_type: ActionType) -> str:
+    """Where a dispatch goes: a platform type's URL template is a reference, filled from
+    the platform's credentials only when the dispatch is sent."""
+    url = action_type.delivery_webhook
+    if action_type.platform_id and credentials_.is_template(url):
+        return credentials_.reference(action_type.platform_id, url)
+    return url
 
 
 def _event(action: ExternalAction, kind: str, now: datetime, **extra) -> tuple[str, dict]:

@@ -20,6 +20,12 @@ class UrlRefused(ValueError):
     pass
 
 
+# A refusal names no address and no host, neither the one given nor what it resolved to:
+# the message reaches the tenant (a 400, a delivery log) and must not map the network the
+# service runs in (docs/webhooks.md, "Where deliveries may go").
+NOT_PUBLIC = "resolves to a non-public address"
+
+
 def parse(url: str) -> tuple[str, str, int]:
     """(scheme, host, port) of an http(s) URL, or UrlRefused."""
     try:
@@ -64,20 +70,19 @@ def resolve(url: str, *, allow_private: bool, timeout: float = 5.0) -> tuple[str
     literal = _literal(host)
     if literal is not None:             # nothing to resolve: no thread hop
         if not allow_private and _forbidden(literal):
-            raise UrlRefused(f"{host} is a non-public address ({literal})")
+            raise UrlRefused(f"the host {NOT_PUBLIC}")
         return scheme, host, port, str(literal)
     try:
         infos = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM).result(timeout=timeout)
     except FutureTimeout:
-        raise UrlRefused(f"host {host} did not resolve within {timeout:g} s") from None
-    except socket.gaierror as exc:
-        raise UrlRefused(f"host {host} does not resolve: {exc.strerror}") from None
+        raise UrlRefused(f"the host did not resolve within {timeout:g} s") from None
+    except (socket.gaierror, UnicodeError):
+        raise UrlRefused("the host does not resolve") from None
     addresses = [info[4][0] for info in infos]
     if not allow_private:
         for address in addresses:
-            ip = ipaddress.ip_address(address.split("%")[0])
-            if _forbidden(ip):
-                raise UrlRefused(f"{host} resolves to a non-public address ({ip})")
+            if _forbidden(ipaddress.ip_address(address.split("%")[0])):
+                raise UrlRefused(f"the host {NOT_PUBLIC}")
     return scheme, host, port, addresses[0]
 
 

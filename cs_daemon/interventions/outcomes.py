@@ -57,19 +57,20 @@ def _is_open():
 # -- responses --------------------------------------------------------------------------
 
 def note_events(session: Session, tenant_id: str, events: Iterable[tuple[str, str, datetime]], *,
-                now: datetime) -> tuple[int, int]:
+                now: datetime, test: bool = False) -> tuple[int, int]:
     """`events` are (user_id, event name, timestamp) just stored, and the users' state is
     already updated by them. Each open intervention of those users without a response yet
-    gets the first of its user's events at or after its delivery and inside its window;
-    then the outcomes these events made known are recorded. Returns how many responses
-    and how many outcomes were recorded."""
+    gets the first of its user's events at or after its delivery and inside its window
+    (test-mode events answer only test interventions: docs/api.md, "Test mode"); then the
+    outcomes these events made known are recorded. Returns how many responses and how
+    many outcomes were recorded."""
     by_user: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
     for user_id, name, at in events:
         by_user[user_id].append((at, name))
     ivs = _open_of_users(session, sorted(by_user))
     responses = 0
     for iv in ivs:
-        if iv.responded_at is not None:
+        if iv.responded_at is not None or (test and not iv.test):
             continue
         inside = sorted(e for e in by_user[iv.user_id] if iv.delivered_at <= e[0] < iv.attribution_until)
         if inside:

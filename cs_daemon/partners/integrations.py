@@ -3,7 +3,6 @@ with its own customer tenants, and the templates a customer's platform listing s
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from sqlalchemy import select
@@ -12,12 +11,11 @@ from sqlalchemy.orm import Session
 
 from ..errors import Conflict, NotFound, ValidationFailed
 from ..external import service as external
+from ..external.credentials import PLACEHOLDER
 from ..external.platforms import Template
 from ..integrations import netguard
 from . import service as partners
 from .models import IntegrationShare, PartnerIntegration
-
-PLACEHOLDER = re.compile(r"{([^{}]*)}")
 
 
 def register(session: Session, partner_id: str, fields: dict, *, now: datetime,

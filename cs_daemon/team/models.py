@@ -30,6 +30,7 @@ class Invitation(TenantOwned, table=True):
     status: str = Field(default="pending", max_length=10)      # pending | accepted | revoked
     token_digest: str = Field(max_length=64, unique=True)
     invited_by: str | None = Field(default=None, max_length=80)
+    test: bool = False      # made with a test key: its member gets a test key (docs/api.md, "Test mode")
     expires_at: datetime = time_field(nullable=False)
     created_at: datetime = time_field(nullable=False)
     accepted_at: datetime | None = time_field()

@@ -35,6 +35,7 @@ class InvitationPublic(Wire):
     expires_at: datetime
     created_at: datetime
     invited_by: str | None
+    test: bool = False
 
 
 class InvitationWithToken(InvitationPublic):

@@ -42,7 +42,8 @@ class Invited:
     token: str
 
 
-def invite(session: Session, tenant_id: str, *, email: str, role: str, invited_by: str, now: datetime) -> Invited:
+def invite(session: Session, tenant_id: str, *, email: str, role: str, invited_by: str, now: datetime,
+           test: bool = False) -> Invited:
     email = email.strip().lower()
     if any(m.email.lower() == email for m in members(session)):
         raise Conflict(f"{email} is already a member of this team")
@@ -56,7 +57,7 @@ def invite(session: Session, tenant_id: str, *, email: str, role: str, invited_b
                         current=current, limit=plan.team, upgrade_to=plan.upgrade_to)
     token = str(uuid.uuid4())
     invitation = Invitation(tenant_id=tenant_id, email=email, role=role, status="pending", token_digest=_digest(token),
-                            invited_by=invited_by, expires_at=now + INVITATION_TTL, created_at=now)
+                            invited_by=invited_by, test=test, expires_at=now + INVITATION_TTL, created_at=now)
     session.add(invitation)
     session.flush()
     return Invited(invitation, token)
@@ -81,14 +82,15 @@ def open_invitation(session: Session, token: str, *, now: datetime) -> Invitatio
 
 
 def accept(session: Session, token: str, *, now: datetime) -> Accepted:
-    """The token is the credential (no bearer key); it makes the member and a personal key."""
+    """The token is the credential (no bearer key); it makes the member and a personal key
+    (a test key when a test key invited: a test key cannot mint a live one, even so)."""
     invitation = open_invitation(session, token, now=now)
     invitation.status, invitation.accepted_at = "accepted", now
     member = Member(tenant_id=invitation.tenant_id, email=invitation.email, role=invitation.role, created_at=now)
     session.add(member)
     session.flush()
     key = auth.issue(session, invitation.tenant_id, role=invitation.role, permissions=["full"], now=now,
-                     label=f"personal key of {invitation.email}", member_id=member.id)
+                     label=f"personal key of {invitation.email}", member_id=member.id, test=invitation.test)
     return Accepted(member, key)
 
 
@@ -119,6 +121,7 @@ def remove(session: Session, member_id: str, *, caller_member_id: str | None, no
     if member.role == "admin" and _admins(session) <= 1:
         raise ValidationFailed("the last admin cannot be removed", [{"field": "memberId", "message": "last admin"}])
     member.removed_at = now    # their keys stop working (authentication checks the member)
+    auth.revoke_minted_by(session, member.id, now=now)   # and so do the keys they minted
     return member
 
 

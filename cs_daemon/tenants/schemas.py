@@ -39,6 +39,7 @@ class ApiKeyPublic(Wire):
     role: str
     scope: dict[str, Any] | None
     test: bool
+    created_by: str | None = None
     last_used_at: datetime | None
     created_at: datetime
     revoked_at: datetime | None = None
@@ -47,7 +48,7 @@ class ApiKeyPublic(Wire):
     def of(cls, key) -> "ApiKeyPublic":
         return cls(
             id=key.id, prefix=key.prefix, label=key.label, role=key.role,
-            scope={"permissions": list(key.permissions)}, test=key.test,
+            scope={"permissions": list(key.permissions)}, test=key.test, created_by=key.created_by,
             last_used_at=key.last_used_at, created_at=key.created_at, revoked_at=key.revoked_at,
         )
 
@@ -102,6 +103,7 @@ class ApiKeyIssued(Wire):
     role: str
     scope: dict[str, Any]
     test: bool
+    created_by: str | None
     created_at: datetime
 
 

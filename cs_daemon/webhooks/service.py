@@ -13,11 +13,16 @@ from .. import crypto, plans
 from ..delivery import service as delivery
 from ..delivery.models import Delivery
 from ..errors import FeatureNotOnPlan, NotFound, ValidationFailed
+from ..external import credentials as platform_url
 from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..tenants.models import Tenant
 from . import catalogue
 from .models import WebhookEndpoint
+
+# a test-mode event carries this header and `"test": true` in its body; a live one neither
+# (docs/webhooks.md, "Test mode")
+TEST_HEADER = "X-Service-Test"
 
 
 def _check_events(events: list[str] | None) -> None:
@@ -91,18 +96,19 @@ def deactivate(session: Session, endpoint_id: str, *, now: datetime) -> WebhookE
 def fan_out(session: Session, tenant_id: str, events: list[tuple[str, str, dict]], *,
             now: datetime, test: bool = False) -> list[Delivery]:
     """One delivery per (event, subscribed active endpoint), in the caller's transaction.
-    `events` are (event id, type, payload)."""
+    `events` are (event id, type, payload); `test`: they are test-mode data."""
     endpoints = list_active(session) if session.info.get("tenant_id") == tenant_id else list(
         session.scalars(select(WebhookEndpoint).where(WebhookEndpoint.tenant_id == tenant_id,
                                                       WebhookEndpoint.active.is_(True))))
     made = []
+    body_mark, headers = ({"test": True}, {TEST_HEADER: "1"}) if test else ({}, None)
     for event_id, kind, payload in events:
         for endpoint in endpoints:
             if catalogue.matches(endpoint.subscribed_events, kind):
                 made.append(delivery.create(
-                    session, tenant_id, kind="event", url=endpoint.url, body=payload,
+                    session, tenant_id, kind="event", url=endpoint.url, body={**payload, **body_mark},
                     secret_enc=endpoint.secret_enc, event_type=kind, endpoint_id=endpoint.id,
-                    subject_id=event_id, test=test, now=now))
+                    subject_id=event_id, headers=headers, test=test, now=now))
     return made
 
 
@@ -137,7 +143,8 @@ def delivery_log(session: Session, tenant_id: str, *, endpoint_id: str | None = 
     webhook-channel and CRM interventions, action dispatches; not email, in-app or
     test-mode sinks), newest first, optionally of one endpoint, in one status, or created
     at or after `since` (no limit when `limit` is None)."""
-    over_http = or_(Delivery.url.startswith("https://"), Delivery.url.startswith("http://"))
+    over_http = or_(Delivery.url.startswith("https://"), Delivery.url.startswith("http://"),
+                    Delivery.url.startswith(f"{platform_url.SCHEME}:"))
     query = (select(Delivery).where(Delivery.tenant_id == tenant_id, over_http)
              .order_by(Delivery.created_at.desc(), Delivery.id.desc()))
     if endpoint_id:

@@ -110,6 +110,34 @@ def test_api_key_extension_issue_and_revoke(client, tenant):
     assert client.get("/api/settings", headers=auth(body["api_key"])).status_code == 401
 
 
+def _mint(client, key, **body):
+    resp = client.post("/api/settings/api-keys", headers=auth(key),
+                       json={"role": "admin", "permissions": ["full"], **body})
+    assert resp.status_code == 201, resp.json
+    return resp.json
+
+
+def test_minted_keys_belong_to_their_minter_and_are_revoked_with_a_removed_member(client, tenant):
+    member = tenant.add_member("mo@acme.example", "admin")
+    members_key = tenant.issue("admin", ["full"], member_id=member)
+    by_member = _mint(client, members_key, label="ci")
+    by_key = _mint(client, by_member["api_key"], label="minted by a key")   # a key tied to no member
+    by_owner = _mint(client, tenant.key, label="owner's")
+    assert by_member["created_by"] == member and by_owner["created_by"] == tenant.member_id
+    assert by_key["created_by"] == f"key:{by_member['id']}"
+    listed = {k["id"]: k for k in client.get("/api/settings", headers=auth(tenant.key)).json["api_keys"]}
+    assert {listed[k["id"]]["created_by"] for k in (by_member, by_key, by_owner)} == {
+        member, f"key:{by_member['id']}", tenant.member_id}
+    assert listed[tenant.key_id]["created_by"] is None        # made by the operator's CLI
+
+    assert client.delete(f"/api/team/members/{member}", headers=auth(tenant.key)).status_code == 200
+    for gone in (members_key, by_member["api_key"], by_key["api_key"]):
+        assert client.get("/api/settings", headers=auth(gone)).status_code == 401
+    assert client.get("/api/settings", headers=auth(by_owner["api_key"])).status_code == 200
+    active = {k["id"] for k in client.get("/api/settings", headers=auth(tenant.key)).json["api_keys"]}
+    assert by_member["id"] not in active and by_key["id"] not in active and by_owner["id"] in active
+
+
 @pytest.mark.parametrize("payload", [
     {"role": "owner", "permissions": ["full"]},
     {"role": "admin", "permissions": ["everything"]},

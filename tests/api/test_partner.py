@@ -234,7 +234,7 @@ def test_a_shared_integration_is_listed_for_the_chosen_tenants_and_connects(clie
     assert resp.json["platform"]["connected"] is True and resp.json["platform"]["connected_at"]
     types = client.get(f"/api/external/action-types?provider={made['id']}", headers=h1).json["action_types"]
     assert {(t["name"], t["delivery_webhook"], t["domain"], t["active"]) for t in types} == {
-        ("award_points", receiver.url + "/hooks/award", "loyalty", True),
+        ("award_points", "{base_url}/hooks/award", "loyalty", True),   # filled at dispatch
         ("send_badge", receiver.url + "/badge", "loyalty", True)}
     with rt.session(ids[0]) as s:
         [conn] = s.scalars(select(PlatformConnection)).all()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from cs_daemon.config import Settings
 from tests.conftest import auth
 
 
@@ -19,8 +22,8 @@ def test_list_connect_and_disconnect(client, tenant, rt):
     assert resp.json["platform"]["connected"] is True and resp.json["platform"]["connected_at"]
     types = client.get("/api/external/action-types?provider=loyalty", headers=h).json["action_types"]
     assert {t["name"] for t in types} == {"award_points", "grant_reward"}
-    assert {t["delivery_webhook"] for t in types} == {"http://127.0.0.1:9/loyal/hooks/award-points",
-                                                      "http://127.0.0.1:9/loyal/hooks/grant-reward"}
+    assert {t["delivery_webhook"] for t in types} == {"{base_url}/hooks/award-points",
+                                                      "{base_url}/hooks/grant-reward"}
     from cs_daemon.external.models import PlatformConnection
 
     with rt.session(tenant.id) as s:
@@ -48,7 +51,7 @@ def test_connect_needs_admin_credentials_and_a_known_platform(client, tenant):
 SECRET_CREDENTIAL = "sk-loyal-7c1f9e0b-not-for-your-eyes"
 
 
-def _everything_stored(settings, rt) -> str:
+def _everything_stored(settings, rt, *, files: bool = True) -> str:
     """Every row of every table as text, and on SQLite the database files' raw bytes."""
     from sqlalchemy import select
 
@@ -60,7 +63,7 @@ def _everything_stored(settings, rt) -> str:
     with rt_engine.connect() as conn:
         for table in metadata.sorted_tables:
             parts += [repr(tuple(row)) for row in conn.execute(select(table))]
-    if settings.is_sqlite:
+    if settings.is_sqlite and files:
         for path in settings.cs_data_dir.glob("cs.db*"):
             parts.append(path.read_bytes().decode("latin-1"))
     return "\n".join(parts)
@@ -95,3 +98,137 @@ def test_disconnect_deactivates_exactly_the_templates_types(client, tenant):
                      if p["id"] == "team_chat"][0]["action_types"])
     assert active == {"award_points": False, "grant_reward": False, "send_gift": True,
                       **{name: True for name in team_chat}}
+
+
+# -- credentials are filled in at dispatch time, and shown nowhere ---------------------------
+
+TOKEN = "xoxb-7c1f9e0b-team-chat-secret"
+
+
+def _connect_team_chat(client, tenant, receiver) -> str:
+    secret_url = f"{receiver.url}/T0/B0/{TOKEN}"       # a chat webhook URL is itself the credential
+    resp = client.post("/api/external/platforms/team_chat/connect", headers=auth(tenant.key),
+                       json={"credentials": {"webhook_url": secret_url}})
+    assert resp.status_code == 200, resp.json
+    return secret_url
+
+
+def _post_message(client, tenant):
+    h = auth(tenant.key)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "x"}]})
+    resp = client.post("/api/external/actions", headers=h, json={
+        "action_type": "post_message", "user_id": "u1", "parameters": {"text": "u1 looks at risk"}})
+    assert resp.status_code == 201, resp.json
+    return resp.json["action"]["id"]
+
+
+def _run_dispatches(rt, tenant):
+    from sqlalchemy import select
+
+    from cs_daemon.delivery import service as delivery
+    from cs_daemon.delivery.models import Delivery
+
+    with rt.session(tenant.id) as s:
+        ids = s.scalars(select(Delivery.id).where(Delivery.status.in_(("pending", "retrying")))).all()
+    return [delivery.attempt(rt, i) for i in ids]
+
+
+def test_platform_credentials_are_filled_at_dispatch_and_appear_nowhere(client, tenant, rt, settings, clock,
+                                                                        receiver, caplog):
+    caplog.set_level("DEBUG")
+    h = auth(tenant.key)
+    secret_url = _connect_team_chat(client, tenant, receiver)
+    [listed] = client.get("/api/external/action-types", headers=h).json["action_types"]
+    assert listed["delivery_webhook"] == "{webhook_url}"
+    receiver.script = [("redirect", secret_url), 200]       # the first answer names the URL back
+    action_id = _post_message(client, tenant)
+    assert _run_dispatches(rt, tenant) == ["retrying"]
+    clock.advance(seconds=30)
+    assert _run_dispatches(rt, tenant) == ["delivered"]
+    assert [r.path for r in receiver.requests] == [f"/hook/T0/B0/{TOKEN}"] * 2    # filled when sent
+    reads = ["/api/external/action-types", "/api/external/platforms", f"/api/external/actions?user_id=u1",
+             "/api/settings"]
+    for path in reads:
+        resp = client.get(path, headers=h)
+        assert resp.status_code == 200 and TOKEN not in resp.text, path
+    from cs_daemon.delivery import service as delivery
+    from cs_daemon.external import service as external
+
+    with rt.session(tenant.id) as s:
+        made = external.dispatch_of(s, action_id)
+        [refused, ok] = delivery.attempts_of(s, [made.id])[made.id]
+    assert made.url == "platform:team_chat:{webhook_url}"
+    assert refused.error == "redirect 302 not followed (to [credential])" and ok.status_code == 200
+    assert TOKEN not in _everything_stored(settings, rt)
+    assert TOKEN not in caplog.text
+
+
+def test_a_dispatch_after_disconnect_fails_without_its_credentials(client, tenant, rt, receiver):
+    _connect_team_chat(client, tenant, receiver)
+    _post_message(client, tenant)
+    assert client.post("/api/external/platforms/team_chat/disconnect", headers=auth(tenant.key)).status_code == 200
+    assert _run_dispatches(rt, tenant) == ["retrying"]
+    assert receiver.requests == []
+    from cs_daemon.delivery.models import DeliveryAttempt
+
+    with rt.session(tenant.id) as s:
+        [attempt] = s.query(DeliveryAttempt).all()
+    assert attempt.error == "URL unavailable: LookupError: platform team_chat is not connected"
+
+
+@pytest.fixture
+def own_database(backend, tmp_path, request, sqlite_template):
+    """A database of this test's own (it is taken down a migration and back up)."""
+    import uuid
+
+    import psycopg
+
+    from cs_daemon.db import dispose_engines
+    from tests.conftest import PG, REDIS, _pg_conninfo
+
+    if backend == "embedded":
+        yield Settings(cs_data_dir=tmp_path / "own", database_url=None, redis_url=None, cs_secret_key="test-secret")
+        dispose_engines()
+        return
+    name = f"cs_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(_pg_conninfo(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield Settings(cs_data_dir=tmp_path, database_url=f"{PG}/{name}", redis_url=REDIS,
+                   cs_redis_prefix=f"cstest-{uuid.uuid4().hex[:8]}", cs_secret_key="test-secret",
+                   allow_private_webhook_urls=True)
+    dispose_engines()
+    with psycopg.connect(_pg_conninfo(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_the_migration_takes_credentials_out_of_urls_stored_before_it(own_database, clock, receiver):
+    """Before this change a platform type's URL and its dispatches' were stored filled."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from cs_daemon import migrate
+    from cs_daemon.db import get_engine
+    from cs_daemon.runtime import Runtime
+    from cs_daemon.tenants import service as tenants
+    from webapp import create_app
+
+    migrate.upgrade(own_database)
+    rt = Runtime(own_database, clock)
+    with rt.session() as s:
+        made = tenants.create(s, name="Old", owner_email="o@old.example", now=rt.now())
+    client = create_app(runtime=rt).test_client()
+    handle = type("T", (), {"key": made.key.secret, "id": made.tenant.id})
+    secret_url = _connect_team_chat(client, handle, receiver)
+    _post_message(client, handle)
+    with get_engine(own_database).begin() as conn:      # what the code before this change stored
+        conn.execute(text("UPDATE action_types SET delivery_webhook = :u"), {"u": secret_url})
+        conn.execute(text("UPDATE deliveries SET url = :u WHERE kind = 'dispatch'"), {"u": secret_url})
+    command.downgrade(migrate.alembic_config(own_database), "0019-1")
+    migrate.upgrade(own_database)
+    with get_engine(own_database).connect() as conn:
+        assert conn.execute(text("SELECT delivery_webhook FROM action_types")).scalar_one() == "{webhook_url}"
+        assert conn.execute(text("SELECT url FROM deliveries")).scalar_one() == "platform:team_chat:{webhook_url}"
+    # (rows only: SQLite's files may keep the bytes of the rows as they were before)
+    assert TOKEN not in _everything_stored(own_database, rt, files=False)
+    assert _run_dispatches(rt, handle) == ["delivered"]
+    assert [r.path for r in receiver.requests] == [f"/hook/T0/B0/{TOKEN}"]

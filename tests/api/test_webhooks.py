@@ -332,6 +332,50 @@ def test_private_addresses_are_refused_at_registration_in_production(strict_rt, 
     assert resp.json["details"][0]["field"] == "url"
 
 
+NOT_PUBLIC = "the host resolves to a non-public address"
+
+
+def test_refusals_name_no_address_nor_host(strict_rt):
+    """What the guard says reaches the tenant: it must not map the service's network."""
+    from cs_daemon.auth import service as keys
+    from cs_daemon.tenants import service as tenants
+    from webapp import create_app
+
+    with strict_rt.session() as s:
+        made = tenants.create(s, name="Strict", owner_email="o@s.example", now=strict_rt.now(), plan_tier="growth",
+                              partner=True)
+    client, h = create_app(runtime=strict_rt).test_client(), auth(made.key.secret)
+    for url in PRIVATE_URLS:
+        resp = client.post("/api/webhooks/endpoints", headers=h, json={"url": url})
+        assert resp.json["details"] == [{"field": "url", "message": NOT_PUBLIC}], url
+        assert resp.json["error"] == f"url refused: {NOT_PUBLIC}"
+    resp = client.post("/api/external/action-types", headers=h, json={
+        "name": "poke", "description": "d", "provider": "p", "parameters_schema": {},
+        "delivery_webhook": "http://localhost:9/poke"})
+    assert resp.json["details"] == [{"field": "delivery_webhook", "message": NOT_PUBLIC}]
+    resp = client.post("/api/external/platforms/team_chat/connect", headers=h,
+                       json={"credentials": {"webhook_url": "http://metadata.localhost/computeMetadata"}})
+    assert resp.status_code == 400 and "127.0.0.1" not in resp.text and "metadata" not in resp.text
+    with strict_rt.session(made.tenant.id) as s:
+        partner = keys.issue(s, made.tenant.id, role="admin", permissions=["partner"], now=strict_rt.now()).secret
+    resp = client.post("/api/partner/integrations", headers=auth(partner), json={
+        "name": "Hub", "description": "d", "domain": "loyalty", "credential_fields": [],
+        "action_types": [{"name": "poke", "description": "d", "parameters_schema": {},
+                          "delivery_webhook": "http://[::1]:9/poke"}]})
+    assert resp.json["details"] == [{"field": "action_types[0].delivery_webhook", "message": f"refused: {NOT_PUBLIC}"}]
+
+
+def test_a_refused_attempt_logs_no_address(client, growth, rt, settings, clock, receiver):
+    strict_rt = Runtime(settings.model_copy(update={"allow_private_webhook_urls": False}), clock)
+    register(client, growth, receiver.url.replace("127.0.0.1", "localhost"))
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    assert delivery.attempt(strict_rt, made.id) == "retrying"
+    with strict_rt.session(growth.id) as s:
+        [attempt] = delivery.attempts_of(s, [made.id])[made.id]
+    assert attempt.error == f"refused: {NOT_PUBLIC}"
+
+
 def test_private_addresses_are_refused_at_send_time(client, growth, rt, settings, clock, receiver):
     strict_rt = Runtime(settings.model_copy(update={"allow_private_webhook_urls": False}), clock)
     register(client, growth, receiver.url)       # allowed when it was registered

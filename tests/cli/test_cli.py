@@ -88,6 +88,16 @@ def test_keys_issue_list_revoke(cs, tenant, client):
     assert code == 1 and "no API key" in err
 
 
+def test_keys_list_shows_who_minted_each_key(cs, tenant, client):
+    minted = client.post("/api/settings/api-keys", headers=auth(tenant.key), json={"role": "viewer"}).json
+    code, out, _ = cs("keys", "list", "--tenant", tenant.id, "--json")
+    by_id = {k["id"]: k for k in _json(out)["api_keys"]}
+    assert code == 0 and by_id[minted["id"]]["created_by"] == tenant.member_id
+    assert by_id[tenant.key_id]["created_by"] is None
+    code, out, _ = cs("keys", "list", "--tenant", tenant.id)
+    assert code == 0 and "created by" in out and tenant.member_id[:8] in out
+
+
 def test_kill_switch_and_shadow_mode(cs, tenant, client):
     code, out, _ = cs("kill-switch", "on", "--tenant", tenant.id, "--json")
     assert code == 0 and _json(out)["kill_switch_active"] is True

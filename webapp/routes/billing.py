@@ -14,8 +14,8 @@ from ..api import Api, Call
 api = Api("Billing")
 
 
-@api.route("POST", "/api/billing/checkout", access="admin", body=CheckoutRequest, response=SessionUrl,
-           errors=(400, 404, 502, 503),
+@api.route("POST", "/api/billing/checkout", access="admin", configures=True, body=CheckoutRequest,
+           response=SessionUrl, errors=(400, 404, 502, 503),
            summary="Open a Stripe Checkout Session subscribing the tenant to a plan; answers its URL")
 def post_checkout(call: Call):
     url = billing.start_checkout(call.session, call.rt.settings, call.tenant_id, plan=call.body.plan,

@@ -31,7 +31,7 @@ def _allow_private(call: Call) -> bool:
     return call.rt.settings.private_webhook_urls_allowed
 
 
-@api.route("POST", "/api/external/action-types", access="manage", body=ActionTypeCreate,
+@api.route("POST", "/api/external/action-types", access="manage", configures=True, body=ActionTypeCreate,
            response=ActionTypeCreatedResponse, status=201, errors=(409,),
            summary="Register an action type; its webhook_secret is returned once")
 def post_action_type(call: Call):

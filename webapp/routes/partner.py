@@ -15,7 +15,7 @@ from ..api import Api, Call
 api = Api("Partner")
 
 
-@api.route("POST", "/api/partner/customers", access="partner_write", body=CustomerCreate,
+@api.route("POST", "/api/partner/customers", access="partner_write", configures=True, body=CustomerCreate,
            response=CustomerProvisioned, status=201,
            summary="Provision a customer tenant with its first admin and admin key (shown once)")
 def provision_customer(call: Call):
@@ -60,8 +60,8 @@ def _public(integration, shared_with: list[str]) -> IntegrationPublic:
                              created_at=integration.created_at)
 
 
-@api.route("POST", "/api/partner/integrations", access="partner_write", body=IntegrationCreate,
-           response=IntegrationResponse, status=201, errors=(409,),
+@api.route("POST", "/api/partner/integrations", access="partner_write", configures=True,
+           body=IntegrationCreate, response=IntegrationResponse, status=201, errors=(409,),
            summary="Register an integration its customers can connect like a built-in platform")
 def register_integration(call: Call):
     made = integrations.register(call.session, call.tenant_id, call.body.model_dump(), now=call.now,

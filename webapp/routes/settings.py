@@ -26,8 +26,8 @@ def get_settings(call: Call):
     )
 
 
-@api.route("PATCH", "/api/settings", access="write", body=SettingsUpdate, response=SettingsUpdated,
-           errors=(400, 404), summary="Rename the tenant and merge keys into its config")
+@api.route("PATCH", "/api/settings", access="write", configures=True, body=SettingsUpdate,
+           response=SettingsUpdated, errors=(400, 404), summary="Rename the tenant and merge keys into its config")
 def patch_settings(call: Call):
     data: SettingsUpdate = call.body
     tenant = tenants.update_settings(
@@ -37,15 +37,15 @@ def patch_settings(call: Call):
     return SettingsUpdated(name=tenant.name, config=tenant.config)
 
 
-@api.route("PATCH", "/api/settings/brand", access="write", body=BrandContext, response=Updated,
-           errors=(400, 404), summary="Upsert the brand context used in messages")
+@api.route("PATCH", "/api/settings/brand", access="write", configures=True, body=BrandContext,
+           response=Updated, errors=(400, 404), summary="Upsert the brand context used in messages")
 def patch_brand(call: Call):
     fields = call.body.model_dump(exclude_unset=True)
     tenants.update_brand(call.session, call.tenant_id, now=call.now, fields=fields)
     return Updated(updated=True)
 
 
-@api.route("PUT", "/api/settings/kill-switch", access="admin", body=FlagUpdate,
+@api.route("PUT", "/api/settings/kill-switch", access="admin", configures=True, body=FlagUpdate,
            response=KillSwitchState, errors=(400, 404),
            summary="Stop (or resume) everything leaving the service for this tenant")
 def put_kill_switch(call: Call):
@@ -53,7 +53,7 @@ def put_kill_switch(call: Call):
     return KillSwitchState(kill_switch_active=tenant.kill_switch_active)
 
 
-@api.route("PUT", "/api/settings/shadow-mode", access="admin", body=FlagUpdate,
+@api.route("PUT", "/api/settings/shadow-mode", access="admin", configures=True, body=FlagUpdate,
            response=ShadowModeState, errors=(400, 404),
            summary="Record decisions without delivering them; switches itself off after 72 hours")
 def put_shadow_mode(call: Call):
@@ -67,11 +67,12 @@ def put_shadow_mode(call: Call):
            summary="Issue an API key (the secret is shown once)")
 def post_api_key(call: Call):
     data: ApiKeyCreate = call.body
-    issued = keys.issue(call.session, call.tenant_id, role=data.role, permissions=list(data.permissions),
-                        now=call.now, test=data.test, label=data.label)
+    issued = keys.mint(call.session, call.caller, role=data.role, permissions=list(data.permissions),
+                       test=data.test, label=data.label, now=call.now)
     k = issued.key
     return ApiKeyIssued(id=k.id, api_key=issued.secret, prefix=k.prefix, label=k.label, role=k.role,
-                        scope={"permissions": k.permissions}, test=k.test, created_at=k.created_at)
+                        scope={"permissions": k.permissions}, test=k.test, created_by=k.created_by,
+                        created_at=k.created_at)
 
 
 @api.route("DELETE", "/api/settings/api-keys/{key_id}", access="admin", response=Revoked,

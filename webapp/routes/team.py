@@ -35,7 +35,7 @@ def get_invitations(call: Call):
            errors=(403, 409), summary="Invite someone by email; the token is returned once (and emailed)")
 def post_invite(call: Call):
     invited = service.invite(call.session, call.tenant_id, email=str(call.body.email), role=call.body.role,
-                             invited_by=call.caller.actor, now=call.now)
+                             invited_by=call.caller.actor, now=call.now, test=call.caller.test)
     for hook in INVITE_HOOKS:
         hook(call, invited)
     public = InvitationPublic.model_validate(invited.invitation).model_dump()

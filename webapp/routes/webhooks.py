@@ -27,8 +27,8 @@ def get_endpoints(call: Call):
     return EndpointList(endpoints=[EndpointPublic.model_validate(e) for e in service.list_active(call.session)])
 
 
-@api.route("POST", "/api/webhooks/endpoints", access="write", body=EndpointCreate, response=EndpointCreated,
-           status=201, errors=(403,), summary="Register an endpoint; its secret is returned once")
+@api.route("POST", "/api/webhooks/endpoints", access="write", configures=True, body=EndpointCreate,
+           response=EndpointCreated, status=201, errors=(403,), summary="Register an endpoint; its secret is returned once")
 def post_endpoint(call: Call):
     data: EndpointCreate = call.body
     endpoint, secret = service.register(
