@@ -2,7 +2,8 @@
 
 One transaction per request, command or job message: `session_scope()` commits on
 success and rolls back on error, and runs the callbacks registered with `on_commit`
-only after the commit (so an enqueued job never sees uncommitted rows).
+only after the commit (so an enqueued job never sees uncommitted rows). `locked` reads a
+row to change it, held from concurrent writers until commit, on both databases.
 
 Tenant isolation is by construction: a session opened with `tenant_id` adds
 `tenant_id = :tenant` to every ORM query on a `TenantOwned` table and stamps new rows
@@ -180,6 +181,32 @@ def session_scope(
         session.close()
     for fn, args in callbacks:
         fn(*args)
+
+
+def locked(session: Session, model: type, key):
+    """The row of `model` with primary key `key` (None when there is none), read to be
+    changed and held from concurrent writers until this transaction ends: a state check
+    made on it stays true until commit. PostgreSQL locks the row (SELECT … FOR UPDATE,
+    which waits for a writer holding it and then reads its committed version). SQLite has
+    no row locks: the transaction takes the database's write lock first, since its
+    driver would begin the transaction only at the first write, after the read.
+    Transactions that lock several kinds of rows take the subject (an intervention,
+    an action) before the rows that follow it (its deliveries, its in-app message)."""
+    write_lock(session)
+    return session.get(model, key, with_for_update=True, populate_existing=True)
+
+
+def write_lock(session: Session) -> None:
+    """On SQLite, begin this session's transaction now with the write lock (BEGIN
+    IMMEDIATE), so what it reads next cannot change before it commits; a transaction
+    already writing has it. A no-op on PostgreSQL, which locks rows instead."""
+    conn = session.connection()
+    if conn.dialect.name != "sqlite":
+        return
+    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        return
+    if not conn.connection.dbapi_connection.in_transaction:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def room_for_segments(session: Session) -> None:
