@@ -141,7 +141,9 @@ def remove(session: Session, member_id: str, *, caller_member_id: str | None, no
 
 
 def revoke(session: Session, invitation_id: str) -> Invitation:
-    invitation = session.get(Invitation, invitation_id)
+    """A pending invitation is revoked; read locked, so an accept at the same moment either
+    comes first (then it is not pending) or finds it revoked."""
+    invitation = locked(session, Invitation, invitation_id)
     if invitation is None or invitation.status != "pending":
         raise NotFound("invitation not found")
     invitation.status = "revoked"

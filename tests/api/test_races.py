@@ -426,6 +426,25 @@ def test_ten_concurrent_accepts_of_one_invitation_make_one_member_and_one_key(cl
         assert s.scalars(select(Invitation.status)).all() == ["accepted"]
 
 
+def test_concurrent_accepts_and_revokes_of_an_invitation_leave_one_story(client, tenant, rt, server):
+    made = client.post("/api/team/invite", headers=auth(tenant.key), json={"email": "ed@acme.example",
+                                                                           "role": "editor"}).json["invitation"]
+
+    def accept_or_revoke(i: int) -> requests.Response:
+        if i % 2:
+            return requests.delete(f"{server.url}/api/team/invitations/{made['id']}", headers=auth(tenant.key),
+                                   timeout=60)
+        return requests.post(f"{server.url}/api/team/accept", json={"token": made["token"]}, timeout=60)
+
+    answers = at_once(RACERS, accept_or_revoke, row_gate(rt, "invitations", "tenant_id", tenant.id))
+    assert statuses(answers).count(200) == 1
+    [won] = [i for i, a in enumerate(answers) if a.status_code == 200]
+    with rt.session(tenant.id) as s:
+        members = s.scalars(select(Member.email).where(Member.email == "ed@acme.example")).all()
+        assert (s.get(Invitation, made["id"]).status, len(members)) == (
+            ("revoked", 0) if won % 2 else ("accepted", 1))
+
+
 def test_the_database_holds_one_live_member_per_email(tenant, rt):
     from sqlalchemy.exc import IntegrityError
 
