@@ -119,7 +119,8 @@ def escalate(session: Session, tenant_id: str, *, user_id: str, playbook_id: str
 
 def handle(session: Session, escalation_id: str, *, action_taken: str, outcome: str | None, handled_by: str,
            now: datetime) -> Intervention:
-    """An open or delegated escalation is handled, once (docs/api.md, "Interventions")."""
+    """An open or delegated escalation is handled, once (docs/api.md, "Other choices
+    where the documents are silent")."""
     iv = get(session, escalation_id, escalation=True)
     states.change(session, iv, "handle", "handled", allowed=("open", "delegated"), action_taken=action_taken,
                   handled_by=handled_by, updated_at=now)

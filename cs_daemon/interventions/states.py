@@ -1,5 +1,5 @@
-"""How an intervention or an escalation changes status (decisions §8; docs/api.md,
-"Interventions"). Every change, by a person (approve, pause, reject, rollback, handle,
+"""How an intervention or an escalation changes status (docs/api.md, "Concurrent
+changes"). Every change, by a person (approve, pause, reject, rollback, handle,
 delegate) or by the pipeline (sent, delivered, failed), goes through `move`: the row is
 read locked (`db.locked`), its status checked against the ones the change starts from,
 and the new status written in the same transaction. So of concurrent changes exactly
@@ -35,9 +35,9 @@ def move(session: Session, iv: Intervention, to: str, *, allowed: tuple[str, ...
 
 def change(session: Session, iv: Intervention, action: str, to: str, *, allowed: tuple[str, ...],
            refused_with: int = 404, **values) -> str:
-    """`move`, for a change someone asked for: refused with InvalidState (decisions §8:
-    404 for approve, reject, rollback and the escalation actions, 409 for pause) naming
-    the status the row has now."""
+    """`move`, for a change someone asked for: refused with InvalidState (404 for approve,
+    reject, rollback and the escalation actions, 409 for pause) naming the status the row
+    has now."""
     was = move(session, iv, to, allowed=allowed, **values)
     if was is None:
         noun = "an escalation" if iv.channel == "escalate" else "an intervention"

@@ -24,7 +24,7 @@ APPROVAL_MODES = ("suggest_only", "semi_auto", "full_auto")
 def locked_for_limits(session: Session, tenant_id: str) -> Tenant:
     """The tenant, locked until commit, to count something against its plan: a count
     made under the lock stays true until the new row is written, so concurrent requests
-    at the limit never pass it together (docs/api.md, "Plans and limits")."""
+    at the limit never pass it together (docs/api.md, "Concurrent changes")."""
     return locked(session, Tenant, tenant_id)
 
 

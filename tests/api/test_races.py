@@ -1,7 +1,7 @@
-"""State changes happen exactly once under concurrency (decisions §3, §8, §10, §12): ten
-requests sent at once, from threads, to the app on a real threaded HTTP server, on both
-databases; and a pause or rollback committed while a delivery attempt is in flight wins
-over what that attempt finds."""
+"""State changes happen exactly once under concurrency (docs/api.md, "Concurrent
+changes"): ten requests sent at once, from threads, to the app on a real threaded HTTP
+server, on both databases; and a pause or rollback committed while a delivery attempt is
+in flight wins over what that attempt finds."""
 
 from __future__ import annotations
 
