@@ -2,8 +2,9 @@
 
 One transaction per request, command or job message: `session_scope()` commits on
 success and rolls back on error, and runs the callbacks registered with `on_commit`
-only after the commit (so an enqueued job never sees uncommitted rows). `locked` reads a
-row to change it, held from concurrent writers until commit, on both databases.
+only after the commit (so an enqueued job never sees uncommitted rows); one that fails is
+logged, never raised, as the commit stands (`_after_commit`). `locked` reads a row to
+change it, held from concurrent writers until commit, on both databases.
 
 Tenant isolation is by construction: a session opened with `tenant_id` adds
 `tenant_id = :tenant` to every ORM query on a `TenantOwned` table and stamps new rows
@@ -12,6 +13,7 @@ with it, so a service cannot forget the filter.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from functools import lru_cache
@@ -29,6 +31,8 @@ from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel, create_engine
 
 from .config import Settings
+
+log = logging.getLogger(__name__)
 
 
 def new_id() -> str:
@@ -180,7 +184,26 @@ def session_scope(
         session.info.pop("after_commit_items", None)
         session.close()
     for fn, args in callbacks:
+        _after_commit(fn, args)
+
+
+def _after_commit(fn: Callable, args: tuple) -> None:
+    """Run one after-commit callback. Its work is already durable (a delivery, a decision
+    request, an in-app message is a row first): a callback only hurries it along, e.g. by
+    enqueueing a job. So a failure here (Redis unreachable) cannot undo the committed
+    write and must not be reported as its failure: it is logged, naming what waits, and
+    the periodic sweeps pick the rows up (docs/deploy.md, "When Redis is unreachable")."""
+    try:
         fn(*args)
+    except Exception as exc:
+        what = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}{_short(args)}"
+        log.warning("after commit, %s was not done (%s: %s); the committed rows wait for the periodic sweep",
+                    what, type(exc).__name__, exc)
+
+
+def _short(args: tuple, width: int = 300) -> str:
+    text = repr(args) if len(args) != 1 else f"({args[0]!r})"
+    return text if len(text) <= width else text[:width - 1] + "…)"
 
 
 def locked(session: Session, model: type, key):
