@@ -388,6 +388,41 @@ def test_an_in_app_message_rolled_back_before_its_user_connects_is_never_sent(cl
     assert _intervention(rt, tenant, iv).status == "rolled_back"
 
 
+def test_an_in_app_delivery_racing_a_rollback_never_reaches_a_later_connect(client, world, rt, server, clock):
+    """The embedded-mode defect: the delivery job read the intervention as approved, the
+    rollback committed (nothing queued yet to withdraw), then the job queued the message,
+    which the user's next connect sent. Here the job and the rollback request run at once
+    and reach their writes together (the gate); whichever goes first, nothing is sent."""
+    tenant, pid = world
+    iv = _create(client, tenant, pid, "in_app")
+    client.put(f"/api/interventions/{iv}/approve", headers=auth(tenant.key))
+    [made] = _deliveries(rt, tenant, iv)
+    with rt.session(atomic=False) as s:
+        claimed = delivery.claim(s, made.id, clock.now())
+
+    def job():
+        outcome = delivery.send(rt, claimed, clock.now())
+        with rt.session() as s:
+            delivery.record(s, claimed, outcome, at=clock.now(), now=clock.now())
+
+    rolled: list = []
+    threads = [threading.Thread(target=job),
+               threading.Thread(target=lambda: rolled.append(_put(server, tenant, f"/api/interventions/{iv}/rollback")))]
+    with row_gate(rt, "interventions", "id", iv) as gate:
+        for t in threads:
+            t.start()
+        gate.open_when(2)
+    for t in threads:
+        t.join(60)
+    assert rolled[0].status_code == 200
+    stream = _stream(client, server, tenant)
+    try:
+        marker = _marker(client, rt, tenant, pid)
+        assert stream.next().json["interventionId"] == marker
+    finally:
+        stream.close()
+
+
 def test_an_in_app_message_paused_after_queueing_waits_for_its_next_approval(client, world, rt, server, clock):
     tenant, pid = world
     iv = _queue_then(client, rt, tenant, pid, clock, "pause")
