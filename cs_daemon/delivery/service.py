@@ -5,8 +5,10 @@ transaction and enqueues it after commit (the deliveries of one transaction trav
 messages of up to BATCH each; each is still claimed, sent and recorded on its own). `attempt` claims the row with a conditional
 UPDATE (so two copies of a message make one attempt, and a delivered row is never sent
 again), sends outside any transaction, then records the attempt and schedules the next
-one from the row. A periodic sweep re-enqueues whatever is due, so a lost message, a
-killed worker or a restart only delays a delivery. Retries follow the previous attempt
+one from the row. Right before sending, the kind's guard may still hold it back (an
+intervention paused or rolled back since); a delivery cancelled while its attempt was
+out stays cancelled, whatever the attempt found. A periodic sweep re-enqueues whatever is
+due, so a lost message, a killed worker or a restart only delays a delivery. Retries follow the previous attempt
 by 30 s, 2 min, 10 min, 30 min and 2 h; the sixth failure is final, and so is one the
 transport calls permanent (`Outcome.permanent`, e.g. a mailbox the SMTP server refuses).
 """
