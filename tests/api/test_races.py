@@ -491,8 +491,15 @@ def test_the_database_holds_one_live_member_per_email(tenant, rt):
     tenant.add_member("ed@acme.example", "viewer")      # a removed member may come back
 
 
+def _stamp(client, tenant) -> None:
+    """Use the key once before the race: its first use stamps last_used_at, a write that
+    would line the racing requests up one after the other before they read anything."""
+    assert client.get("/api/team/members", headers=auth(tenant.key)).status_code == 200
+
+
 def test_concurrent_invitations_at_the_plan_limit_never_pass_it(client, tenant, rt, server):
     # trial: 2 seats, the owner holds one
+    _stamp(client, tenant)
     answers = at_once(RACERS, lambda i: requests.post(
         f"{server.url}/api/team/invite", headers=auth(tenant.key), json={"email": f"m{i}@acme.example",
                                                                          "role": "viewer"}, timeout=60),
@@ -506,6 +513,7 @@ def test_concurrent_invitations_at_the_plan_limit_never_pass_it(client, tenant, 
 
 def test_concurrent_invitations_of_one_email_make_one(client, make_tenant, rt, server):
     tenant = make_tenant("Big", plan_tier="scale")
+    _stamp(client, tenant)
     answers = at_once(RACERS, lambda i: requests.post(
         f"{server.url}/api/team/invite", headers=auth(tenant.key), json={"email": "same@big.example",
                                                                          "role": "viewer"}, timeout=60),
