@@ -2,7 +2,9 @@
 
 One transaction per request, command or job message: `session_scope()` commits on
 success and rolls back on error, and runs the callbacks registered with `on_commit`
-only after the commit (so an enqueued job never sees uncommitted rows).
+only after the commit (so an enqueued job never sees uncommitted rows); one that fails is
+logged, never raised, as the commit stands (`_after_commit`). `locked` reads a row to
+change it, held from concurrent writers until commit, on both databases.
 
 Tenant isolation is by construction: a session opened with `tenant_id` adds
 `tenant_id = :tenant` to every ORM query on a `TenantOwned` table and stamps new rows
@@ -11,6 +13,7 @@ with it, so a service cannot forget the filter.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from functools import lru_cache
@@ -28,6 +31,8 @@ from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel, create_engine
 
 from .config import Settings
+
+log = logging.getLogger(__name__)
 
 
 def new_id() -> str:
@@ -179,7 +184,52 @@ def session_scope(
         session.info.pop("after_commit_items", None)
         session.close()
     for fn, args in callbacks:
+        _after_commit(fn, args)
+
+
+def _after_commit(fn: Callable, args: tuple) -> None:
+    """Run one after-commit callback. Its work is already durable (a delivery, a decision
+    request, an in-app message is a row first): a callback only hurries it along, e.g. by
+    enqueueing a job. So a failure here (Redis unreachable) cannot undo the committed
+    write and must not be reported as its failure: it is logged, naming what waits, and
+    the periodic sweeps pick the rows up (docs/deploy.md, "When Redis is unreachable")."""
+    try:
         fn(*args)
+    except Exception as exc:
+        what = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}{_short(args)}"
+        log.warning("after commit, %s was not done (%s: %s); the committed rows wait for the periodic sweep",
+                    what, type(exc).__name__, exc)
+
+
+def _short(args: tuple, width: int = 300) -> str:
+    text = repr(args) if len(args) != 1 else f"({args[0]!r})"
+    return text if len(text) <= width else text[:width - 1] + "…)"
+
+
+def locked(session: Session, model: type, key):
+    """The row of `model` with primary key `key` (None when there is none), read to be
+    changed and held from concurrent writers until this transaction ends: a state check
+    made on it stays true until commit. PostgreSQL locks the row (SELECT … FOR UPDATE,
+    which waits for a writer holding it and then reads its committed version). SQLite has
+    no row locks: the transaction takes the database's write lock first, since its
+    driver would begin the transaction only at the first write, after the read.
+    Transactions that lock several kinds of rows take the subject (an intervention,
+    an action) before the rows that follow it (its deliveries, its in-app message)."""
+    write_lock(session)
+    return session.get(model, key, with_for_update=True, populate_existing=True)
+
+
+def write_lock(session: Session) -> None:
+    """On SQLite, begin this session's transaction now with the write lock (BEGIN
+    IMMEDIATE), so what it reads next cannot change before it commits; a transaction
+    already writing has it. A no-op on PostgreSQL, which locks rows instead."""
+    conn = session.connection()
+    if conn.dialect.name != "sqlite":
+        return
+    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        return
+    if not conn.connection.dbapi_connection.in_transaction:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def room_for_segments(session: Session) -> None:

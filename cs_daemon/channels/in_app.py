@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from ..config import Settings
 from ..customers.models import Customer
-from ..db import on_commit
+from ..db import locked, on_commit
 from ..delivery import service as delivery
 from ..integrations.http import Outcome
 from ..interventions import pipeline
@@ -94,7 +94,7 @@ def transport(claimed: delivery.Claimed, secret: str, rt, now: datetime) -> Outc
     started = time.monotonic()
     intervention_id = json.loads(claimed.body)["intervention_id"]
     with rt.session(claimed.tenant_id) as session:
-        iv = session.scalars(select(Intervention).where(Intervention.id == intervention_id).with_for_update()).first()
+        iv = locked(session, Intervention, intervention_id)
         refused = why_not(session, iv)
         queued = None if refused else queue(session, iv, now)
         user_id, seq = (queued.user_id, queued.seq) if queued else (None, None)
@@ -110,8 +110,10 @@ def transport(claimed: delivery.Claimed, secret: str, rt, now: datetime) -> Outc
 
 def withdraw(session: Session, iv: Intervention, now: datetime) -> None:
     """A rolled-back in-app intervention: its message is never sent again, and streams
-    that sent it are told (after commit)."""
-    session.flush()     # the intervention's update first: it waits for a delivery holding the row
+    that sent it are told (after commit). The intervention is locked already, so a
+    delivery job either queued the message before (it is withdrawn here) or finds the
+    intervention rolled back and queues nothing."""
+    session.flush()
     session.execute(update(InAppMessage)
                     .where(InAppMessage.intervention_id == iv.id, InAppMessage.withdrawn_at.is_(None))
                     .values(withdrawn_at=now))
@@ -128,10 +130,16 @@ def high_water(session: Session, user_id: str) -> int:
 
 def unsent(session: Session, user_id: str, *, after: int, limit: int) -> list[InAppMessage]:
     """Live messages a stream whose client has messages up to `after` may have to send:
-    newer ones, and any never delivered (a message can commit after a newer one)."""
+    newer ones, and any never delivered (a message can commit after a newer one). Live:
+    not withdrawn, and of an intervention still approved, sent or delivered (one paused
+    or rolled back after its message was queued is not sent, whatever the order in which
+    the two committed)."""
     return list(session.scalars(
         select(InAppMessage)
+        .join(Intervention, (Intervention.id == InAppMessage.intervention_id)
+              & (Intervention.tenant_id == InAppMessage.tenant_id))
         .where(InAppMessage.user_id == user_id, InAppMessage.withdrawn_at.is_(None),
+               Intervention.status.in_(QUEUEABLE),
                or_(InAppMessage.seq > after, InAppMessage.delivered_at.is_(None)))
         .order_by(InAppMessage.seq).limit(limit)))
 
@@ -150,7 +158,7 @@ def mark_delivered(session: Session, written: dict[int, str], now: datetime) -> 
     their interventions (the first time only). The interventions are locked first, in
     one order, as the delivery job and a rollback lock them before the message rows."""
     for intervention_id in sorted(set(written.values())):
-        session.get(Intervention, intervention_id, with_for_update=True, populate_existing=True)
+        locked(session, Intervention, intervention_id)
     first = session.scalars(update(InAppMessage)
                             .where(InAppMessage.seq.in_(list(written)), InAppMessage.delivered_at.is_(None))
                             .values(delivered_at=now)

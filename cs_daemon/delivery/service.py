@@ -5,8 +5,10 @@ transaction and enqueues it after commit (the deliveries of one transaction trav
 messages of up to BATCH each; each is still claimed, sent and recorded on its own). `attempt` claims the row with a conditional
 UPDATE (so two copies of a message make one attempt, and a delivered row is never sent
 again), sends outside any transaction, then records the attempt and schedules the next
-one from the row. A periodic sweep re-enqueues whatever is due, so a lost message, a
-killed worker or a restart only delays a delivery. Retries follow the previous attempt
+one from the row. Right before sending, the kind's guard may still hold it back (an
+intervention paused or rolled back since); a delivery cancelled while its attempt was
+out stays cancelled, whatever the attempt found. A periodic sweep re-enqueues whatever is
+due, so a lost message, a killed worker or a restart only delays a delivery. Retries follow the previous attempt
 by 30 s, 2 min, 10 min, 30 min and 2 h; the sixth failure is final, and so is one the
 transport calls permanent (`Outcome.permanent`, e.g. a mailbox the SMTP server refuses).
 """
@@ -23,8 +25,8 @@ from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from .. import crypto
-from ..db import new_id, on_commit, on_commit_each
-from ..errors import NotFound
+from ..db import locked, new_id, on_commit, on_commit_each
+from ..errors import InvalidState, NotFound
 from ..integrations import http
 from ..tenants.models import Tenant
 from .models import Delivery, DeliveryAttempt
@@ -45,6 +47,14 @@ OPEN = ("pending", "retrying")
 Listener = Callable[[Session, Delivery, http.Outcome, bool], None]
 When = Callable[[http.Outcome, bool], bool]
 LISTENERS: dict[str, list[tuple[Listener, When | None]]] = {}
+# kind -> lock(session, subject_id): what the listeners change is locked before the
+# delivery row is settled, the order in which a pause or rollback takes them
+LOCK_FIRST: dict[str, Callable[[Session, str], None]] = {}
+
+# kind -> guard(session, subject_id) -> why not (None: send), asked right before an
+# attempt leaves, so work withdrawn after it was claimed stays home
+Guard = Callable[[Session, str], str | None]
+GUARDS: dict[str, Guard] = {}
 
 # URL scheme -> transport(claimed, secret, rt, now) -> Outcome. http(s) is built in; the
 # channels add mailto: (email), inapp: (the in-app stream) and sink: (test mode).
@@ -64,8 +74,11 @@ URL_REFS: dict[str, UrlRef] = {}
 HIDDEN = "[credential]"
 
 
-def listen(kind: str, fn: Listener, *, when: When | None = None) -> None:
+def listen(kind: str, fn: Listener, *, when: When | None = None,
+           lock_first: Callable[[Session, str], None] | None = None) -> None:
     LISTENERS.setdefault(kind, []).append((fn, when))
+    if lock_first is not None:
+        LOCK_FIRST[kind] = lock_first
 
 
 def encode(body: dict) -> str:
@@ -140,8 +153,11 @@ _LOG = insert(_attempts)
 
 
 def _settle(**values):
-    """The state an attempt leaves its delivery in, written only while the lease is ours."""
-    return (update(_deliveries).where(_d.id == bindparam("did"), _d.locked_until == bindparam("lease"))
+    """The state an attempt leaves its delivery in, written only while the lease is ours
+    (the fence: a replay or a later attempt took it over) and the delivery is still open
+    (a pause or rollback cancelled it meanwhile: cancelled it stays, never retried)."""
+    return (update(_deliveries).where(_d.id == bindparam("did"), _d.locked_until == bindparam("lease"),
+                                      _d.status.in_(OPEN))
             .values(attempts=bindparam("number"), locked_until=None, updated_at=bindparam("at_now"), **values)
             .returning(_d.id))
 
@@ -176,6 +192,9 @@ def secret_of(rt, claimed: Claimed) -> str:
 
 
 def send(rt, claimed: Claimed, now: datetime) -> http.Outcome:
+    refused = _unwanted(rt, claimed)
+    if refused:
+        return http.Outcome(None, None, refused, 0.0, permanent=True)
     scheme = claimed.url.split(":", 1)[0]
     try:
         secret = secret_of(rt, claimed)
@@ -217,11 +236,23 @@ def _hide(text: str | None, secrets: tuple[str, ...]) -> str | None:
     return text
 
 
+def _unwanted(rt, claimed: Claimed) -> str | None:
+    guard = GUARDS.get(claimed.kind)
+    if guard is None or claimed.subject_id is None:
+        return None
+    with rt.session(claimed.tenant_id) as session:
+        return guard(session, claimed.subject_id)
+
+
 def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: datetime,
            now: datetime) -> str | None:
     """Log the attempt and move the delivery on (delivered, retrying at the next step of
     the schedule, or failed for good); returns the new status, or None when the lease ran
-    out and another attempt took over (this one is logged, the state left to that one)."""
+    out and another attempt took over, or the delivery was cancelled meanwhile (this one
+    is logged, the state left as it is)."""
+    lock_first = LOCK_FIRST.get(claimed.kind)
+    if lock_first is not None and claimed.subject_id is not None:
+        lock_first(session, claimed.subject_id)
     conn = session.connection()     # Core statements: no ORM execution around them
     conn.execute(_LOG, {"id": new_id(), "tenant_id": claimed.tenant_id, "delivery_id": claimed.id,
                            "number": claimed.number, "at": at, "status_code": outcome.status_code,
@@ -236,7 +267,8 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
     settled = conn.execute(_SETTLE[status], {"did": claimed.id, "lease": claimed.lease_until,
                                                 "number": claimed.number, "at_now": now, "next_at": next_at}).first()
     if settled is None:
-        log.warning("delivery %s: attempt %s outlived its lease", claimed.id, claimed.number)
+        log.warning("delivery %s: attempt %s not settled: cancelled meanwhile, or it outlived its lease",
+                    claimed.id, claimed.number)
         return None
     if next_at is not None:
         on_commit(session, send_later, claimed.id, next_at - at)
@@ -275,7 +307,8 @@ def due(session: Session, now: datetime, limit: int = 500, *, grace: timedelta =
 
 
 def cancel(session: Session, *, subject_id: str, kind: str, now: datetime) -> int:
-    """Stop the open deliveries of a subject (a paused or rolled-back intervention)."""
+    """Stop the open deliveries of a subject (a paused or rolled-back intervention). One
+    being attempted right now keeps its lease, but its result cannot reopen it (`_settle`)."""
     rows = session.scalars(select(Delivery).where(Delivery.subject_id == subject_id, Delivery.kind == kind,
                                                   Delivery.status.in_(OPEN))).all()
     for d in rows:
@@ -284,10 +317,14 @@ def cancel(session: Session, *, subject_id: str, kind: str, now: datetime) -> in
 
 
 def reopen(session: Session, delivery_id: str, now: datetime) -> Delivery:
-    """Allow one more attempt now (replay): same id, same body, same event id."""
-    delivery = session.get(Delivery, delivery_id)
+    """Allow one more attempt now (replay): same id, same body, same event id. A cancelled
+    delivery stays so: what it carried was paused or rolled back."""
+    delivery = locked(session, Delivery, delivery_id)
     if delivery is None:
         raise NotFound("delivery not found")
+    if delivery.status == "canceled":
+        raise InvalidState("this delivery was cancelled (its intervention was paused or rolled back): "
+                           "it is not sent again")
     delivery.status = "retrying" if delivery.attempts else "pending"
     delivery.max_attempts = max(delivery.max_attempts, delivery.attempts + 1)
     delivery.next_attempt_at = now

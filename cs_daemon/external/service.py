@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from .. import crypto
 from ..customers import ingest
 from ..customers.models import Customer
+from ..db import locked
 from ..delivery import service as delivery
 from ..delivery.models import Delivery
 from ..errors import Conflict, NotFound, ValidationFailed
@@ -160,7 +161,7 @@ def _event(action: ExternalAction, kind: str, now: datetime, **extra) -> tuple[s
 
 
 def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
-    action = session.get(ExternalAction, made.subject_id)
+    action = locked(session, ExternalAction, made.subject_id)   # an outcome report may settle it now
     if action is None or action.status not in ("pending", "dispatched"):
         return
     now = made.updated_at
@@ -206,7 +207,11 @@ def list_actions(session: Session, *, status: str | None, provider: str | None, 
 
 
 def report_outcome(session: Session, action_id: str, *, status: str, result: dict, now: datetime) -> ExternalAction:
-    action = get_action(session, action_id)
+    """Record the outcome, once: the action is read locked, so of concurrent reports one
+    records it and the others find it reported (409)."""
+    action = locked(session, ExternalAction, action_id)
+    if action is None:
+        raise NotFound("external action not found")
     if action.outcome_status is not None:
         raise Conflict("an outcome was already reported for this action")
     action.outcome_status, action.outcome_result, action.completed_at = status, result, now

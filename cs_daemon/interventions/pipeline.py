@@ -22,7 +22,8 @@ from ..integrations.http import Outcome
 from ..outbox import service as outbox
 from ..tenants.models import Tenant
 from ..webhooks.models import WebhookEndpoint
-from . import outcomes
+from ..db import locked
+from . import outcomes, states
 from .models import Intervention
 from ..channels import sink  # noqa: F401  (registers the test-mode transport)
 from ..channels import email  # registers the mailto: transport
@@ -97,17 +98,23 @@ def _undeliverable(session: Session, iv: Intervention, why: str, now: datetime) 
 
 
 def stop(session: Session, iv: Intervention, *, now: datetime) -> None:
+    """A paused or rolled-back intervention: its open deliveries are cancelled (an attempt
+    in flight finds its delivery cancelled and records nothing more), and its in-app
+    message, if queued already, is not sent while it stays so (channels/in_app.py)."""
     delivery.cancel(session, subject_id=iv.id, kind=KIND, now=now)
 
 
-def withdraw(session: Session, iv: Intervention, *, now: datetime) -> None:
-    """After a rollback of sent work: in-app messages are withdrawn from the stream;
-    webhook and CRM receivers are told with an intervention.rolled_back event."""
+def withdraw(session: Session, iv: Intervention, *, was: str, now: datetime) -> None:
+    """After a rollback: in-app messages are withdrawn from the stream (a queued one is
+    never sent, a sent one is announced as withdrawn); webhook and CRM receivers of work
+    that was sent are told with an intervention.rolled_back event."""
     body = {"intervention_id": iv.id, "user_id": iv.user_id, "playbook_id": iv.playbook_id, "channel": iv.channel,
             "reason": iv.reason, "rolled_back_at": now.isoformat()}
     if iv.channel == "in_app":
         for fn in WITHDRAW_HOOKS:
             fn(session, iv, now)
+    elif was not in ("sent", "delivered"):
+        return
     elif iv.channel == "webhook":
         outbox.record(session, iv.tenant_id, "intervention.rolled_back", body, now=now, test=iv.test)
     elif iv.channel == "crm" and not iv.test:
@@ -123,7 +130,8 @@ WITHDRAW_HOOKS: list = []   # the in-app stream registers how to withdraw a mess
 
 
 def _delivered(session: Session, iv: Intervention, now: datetime) -> None:
-    iv.status, iv.delivered_at, iv.updated_at = "delivered", now, now
+    if states.move(session, iv, "delivered", allowed=states.IN_FLIGHT, delivered_at=now, updated_at=now) is None:
+        return
     iv.sent_at = iv.sent_at or now
     outcomes.open_window(session, iv, now)
     outbox.record(session, iv.tenant_id, "intervention.delivered", {
@@ -132,27 +140,40 @@ def _delivered(session: Session, iv: Intervention, now: datetime) -> None:
 
 
 def _failed(session: Session, iv: Intervention, why: str, now: datetime) -> None:
-    iv.status, iv.updated_at = "failed", now
+    if states.move(session, iv, "failed", allowed=states.IN_FLIGHT, updated_at=now) is None:
+        return
     outbox.record(session, iv.tenant_id, "intervention.failed", {
         "intervention_id": iv.id, "user_id": iv.user_id, "channel": iv.channel,
         "error": {"code": "delivery_failed", "message": why}, "failed_at": now.isoformat()}, now=now, test=iv.test)
 
 
+def _sent(session: Session, iv: Intervention, now: datetime) -> None:
+    if states.move(session, iv, "sent", allowed=states.IN_FLIGHT, updated_at=now) is not None:
+        iv.sent_at = iv.sent_at or now
+
+
 def mark_delivered(session: Session, intervention_id: str, now: datetime) -> None:
     """For channels that deliver later than the attempt (the in-app stream on connect)."""
     iv = session.get(Intervention, intervention_id)
-    if iv is not None and iv.status in ("approved", "sent"):
+    if iv is not None:
         _delivered(session, iv, now)
 
 
+def _lock_subject(session: Session, intervention_id: str) -> None:
+    """The intervention first, then its delivery: the order a pause or rollback takes them."""
+    locked(session, Intervention, intervention_id)
+
+
 def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
-    iv = session.get(Intervention, made.subject_id, with_for_update=True)  # current: a stream may deliver it now
-    if iv is None or iv.status not in ("approved", "sent"):
-        return          # paused, rolled back or already settled: nothing more to say
+    """Move the intervention as its delivery moved; one paused, rolled back or settled
+    meanwhile stays as it is (`states.move` finds it out of flight)."""
+    iv = session.get(Intervention, made.subject_id)
+    if iv is None:
+        return
     now = made.updated_at
     if made.status == "delivered":
         if iv.channel == "in_app" and not iv.test:
-            iv.status, iv.sent_at, iv.updated_at = "sent", iv.sent_at or now, now   # queued on the stream
+            _sent(session, iv, now)   # queued on the stream
         else:
             _delivered(session, iv, now)
     elif made.status == "failed":
@@ -162,7 +183,16 @@ def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool)
         if not others:
             _failed(session, iv, outcome.error or "delivery failed", now)
     else:
-        iv.status, iv.sent_at, iv.updated_at = "sent", iv.sent_at or now, now
+        _sent(session, iv, now)
+
+
+def _still_wanted(session: Session, intervention_id: str) -> str | None:
+    """Checked right before each attempt leaves: work paused or rolled back since it was
+    claimed is not sent."""
+    iv = session.get(Intervention, intervention_id)
+    if iv is None or iv.status not in states.LIVE:
+        return f"not sent: the intervention is {iv.status if iv else 'gone'}, no longer approved"
+    return None
 
 
 def _crm_secret(session: Session, tenant_id: str) -> str:
@@ -172,6 +202,7 @@ def _crm_secret(session: Session, tenant_id: str) -> str:
     return secret
 
 
-delivery.listen(KIND, _on_attempt)
+delivery.listen(KIND, _on_attempt, lock_first=_lock_subject)
+delivery.GUARDS[KIND] = _still_wanted
 delivery.SECRET_REFS["crm"] = _crm_secret
 from ..channels import in_app  # noqa: E402,F401  (the inapp: transport and withdraw hook; last, as it uses this module)

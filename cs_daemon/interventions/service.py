@@ -10,11 +10,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
-from ..errors import InvalidState, NotFound, ValidationFailed
+from ..errors import NotFound, ValidationFailed
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
-from . import outcomes, pipeline
+from . import outcomes, pipeline, states
 from .models import Intervention
 
 ESCALATE = "escalate"
@@ -63,47 +63,33 @@ def create(session: Session, tenant_id: str, *, user_id: str, playbook_id: str, 
     return iv
 
 
-def _wrong(iv: Intervention, action: str, allowed: tuple[str, ...], status: int = 404) -> InvalidState:
-    exc = InvalidState(f"cannot {action} an intervention that is {iv.status} (only {', '.join(allowed)})")
-    exc.status = status
-    return exc
-
-
 def approve(session: Session, intervention_id: str, *, now: datetime) -> Intervention:
     iv = get(session, intervention_id)
-    if iv.status != "planned":
-        raise _wrong(iv, "approve", ("planned",))
-    iv.status, iv.approved_at, iv.updated_at = "approved", now, now
+    states.change(session, iv, "approve", "approved", allowed=("planned",), approved_at=now, updated_at=now)
     pipeline.start(session, iv, now=now)
     return iv
 
 
 def pause(session: Session, intervention_id: str, *, now: datetime) -> Intervention:
     iv = get(session, intervention_id)
-    if iv.status not in ("planned", "approved"):
-        raise _wrong(iv, "pause", ("planned", "approved"), status=409)
+    states.change(session, iv, "pause", "planned", allowed=("planned", "approved"), refused_with=409,
+                  approved_at=None, updated_at=now)
     pipeline.stop(session, iv, now=now)
-    iv.status, iv.approved_at, iv.updated_at = "planned", None, now
     return iv
 
 
 def reject(session: Session, intervention_id: str, reason: str, *, now: datetime) -> Intervention:
     iv = get(session, intervention_id)
-    if iv.status != "planned":
-        raise _wrong(iv, "reject", ("planned",))
-    iv.status, iv.reason, iv.updated_at = "rejected", reason, now
+    states.change(session, iv, "reject", "rejected", allowed=("planned",), reason=reason, updated_at=now)
     return iv
 
 
 def rollback(session: Session, intervention_id: str, reason: str | None, *, now: datetime) -> Intervention:
     iv = get(session, intervention_id)
-    if iv.status not in ("approved", "sent", "delivered"):
-        raise _wrong(iv, "roll back", ("approved", "sent", "delivered"))
-    was = iv.status
+    was = states.change(session, iv, "roll back", "rolled_back", allowed=states.LIVE, reason=reason,
+                        updated_at=now, attribution_until=None)
     pipeline.stop(session, iv, now=now)
-    iv.status, iv.reason, iv.updated_at, iv.attribution_until = "rolled_back", reason, now, None
-    if was in ("sent", "delivered"):
-        pipeline.withdraw(session, iv, now=now)
+    pipeline.withdraw(session, iv, was=was, now=now)
     return iv
 
 
@@ -133,8 +119,11 @@ def escalate(session: Session, tenant_id: str, *, user_id: str, playbook_id: str
 
 def handle(session: Session, escalation_id: str, *, action_taken: str, outcome: str | None, handled_by: str,
            now: datetime) -> Intervention:
+    """An open or delegated escalation is handled, once (docs/api.md, "Other choices
+    where the documents are silent")."""
     iv = get(session, escalation_id, escalation=True)
-    iv.status, iv.action_taken, iv.handled_by, iv.updated_at = "handled", action_taken, handled_by, now
+    states.change(session, iv, "handle", "handled", allowed=("open", "delegated"), action_taken=action_taken,
+                  handled_by=handled_by, updated_at=now)
     if outcome is not None:
         iv.outcome, iv.outcome_at = outcome, now
         if outcome in outcomes.DECIDED:
@@ -146,7 +135,7 @@ def delegate(session: Session, tenant_id: str, escalation_id: str, *, channel: s
     """The escalation is delegated to a channel: a new intervention enters the pipeline,
     planned or approved as the approval mode says."""
     esc = get(session, escalation_id, escalation=True)
-    esc.status, esc.updated_at = "delegated", now
+    states.change(session, esc, "delegate", "delegated", allowed=("open",), updated_at=now)
     tenant = session.get(Tenant, tenant_id)
     mode = (tenant.config or {}).get("approvalMode", "suggest_only")
     iv = Intervention(tenant_id=tenant_id, user_id=esc.user_id, playbook_id=esc.playbook_id, status="planned",

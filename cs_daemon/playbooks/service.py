@@ -14,7 +14,7 @@ from ..db import room_for_segments
 from ..engine import conditions
 from ..errors import NotFound, PlanLimit, ValidationFailed
 from ..interventions.models import Intervention
-from ..tenants.models import Tenant
+from ..tenants import service as tenants
 from .models import Playbook
 
 DECIDED = ("positive", "negative", "neutral")
@@ -44,7 +44,7 @@ def _apply(playbook: Playbook, fields: dict) -> None:
 
 
 def create(session: Session, tenant_id: str, fields: dict, *, now: datetime, test: bool = False) -> Playbook:
-    tenant = session.get(Tenant, tenant_id)
+    tenant = tenants.locked_for_limits(session, tenant_id)
     limit = plans.plan(tenant.plan_tier).playbooks
     current = count_live(session)
     if limit is not None and current >= limit:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import Index, text
 from sqlmodel import Field
 
 from ..db import TenantOwned, id_field, new_id, time_field
@@ -9,8 +10,16 @@ from ..db import TenantOwned, id_field, new_id, time_field
 ROLES = ("admin", "editor", "viewer")
 
 
+LIVE_MEMBER = "removed_at IS NULL"
+
+
 class Member(TenantOwned, table=True):
     __tablename__ = "members"
+    __table_args__ = (
+        # one live member per email and tenant (a removed member may be invited again)
+        Index("ux_members_email", "tenant_id", text("lower(email)"), unique=True,
+              sqlite_where=text(LIVE_MEMBER), postgresql_where=text(LIVE_MEMBER)),
+    )
 
     id: str = id_field()
     user_id: str = Field(default_factory=new_id, max_length=36)

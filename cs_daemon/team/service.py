@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .. import plans
 from ..auth import service as auth
+from ..db import locked
 from ..errors import Conflict, Gone, NotFound, PlanLimit, ValidationFailed
-from ..tenants.models import Tenant
+from ..tenants import service as tenants
 from .models import Invitation, Member
 
 INVITATION_TTL = timedelta(days=7)
@@ -45,11 +47,11 @@ class Invited:
 def invite(session: Session, tenant_id: str, *, email: str, role: str, invited_by: str, now: datetime,
            test: bool = False) -> Invited:
     email = email.strip().lower()
+    tenant = tenants.locked_for_limits(session, tenant_id)     # the checks below hold until commit
     if any(m.email.lower() == email for m in members(session)):
         raise Conflict(f"{email} is already a member of this team")
     if any(i.email.lower() == email for i in pending(session, now)):
         raise Conflict(f"{email} already has a pending invitation")
-    tenant = session.get(Tenant, tenant_id)
     plan = plans.plan(tenant.plan_tier)
     current = _seats(session, now)
     if plan.team is not None and current >= plan.team:
@@ -69,9 +71,12 @@ class Accepted:
     key: auth.IssuedKey
 
 
-def open_invitation(session: Session, token: str, *, now: datetime) -> Invitation:
-    """The pending invitation the token opens: 404 unknown or revoked, 409 accepted, 410 expired."""
+def open_invitation(session: Session, token: str, *, now: datetime, lock: bool = False) -> Invitation:
+    """The pending invitation the token opens: 404 unknown or revoked, 409 accepted, 410
+    expired. With `lock`, read locked: still pending at commit."""
     invitation = session.scalars(select(Invitation).where(Invitation.token_digest == _digest(token))).first()
+    if invitation is not None and lock:
+        invitation = locked(session, Invitation, invitation.id)
     if invitation is None or invitation.status == "revoked":
         raise NotFound("invitation not found")
     if invitation.status == "accepted":
@@ -83,15 +88,28 @@ def open_invitation(session: Session, token: str, *, now: datetime) -> Invitatio
 
 def accept(session: Session, token: str, *, now: datetime) -> Accepted:
     """The token is the credential (no bearer key); it makes the member and a personal key
-    (a test key when a test key invited: a test key cannot mint a live one, even so)."""
-    invitation = open_invitation(session, token, now=now)
+    (a test key when a test key invited: a test key cannot mint a live one, even so),
+    once: the invitation is read locked, so of concurrent accepts one finds it pending and
+    the others find it accepted (409). The database holds one live member per email and
+    tenant besides (ux_members_email)."""
+    invitation = open_invitation(session, token, now=now, lock=True)
     invitation.status, invitation.accepted_at = "accepted", now
+    if _live_member(session, invitation.tenant_id, invitation.email):
+        raise Conflict(f"{invitation.email} is already a member of this team")
     member = Member(tenant_id=invitation.tenant_id, email=invitation.email, role=invitation.role, created_at=now)
     session.add(member)
-    session.flush()
+    try:
+        session.flush()
+    except IntegrityError:
+        raise Conflict(f"{invitation.email} is already a member of this team") from None
     key = auth.issue(session, invitation.tenant_id, role=invitation.role, permissions=["full"], now=now,
                      label=f"personal key of {invitation.email}", member_id=member.id, test=invitation.test)
     return Accepted(member, key)
+
+
+def _live_member(session: Session, tenant_id: str, email: str) -> bool:
+    return session.scalar(select(func.count()).select_from(Member).where(
+        Member.tenant_id == tenant_id, func.lower(Member.email) == email.lower(), Member.removed_at.is_(None))) > 0
 
 
 def _member(session: Session, member_id: str) -> Member:
@@ -126,7 +144,9 @@ def remove(session: Session, member_id: str, *, caller_member_id: str | None, no
 
 
 def revoke(session: Session, invitation_id: str) -> Invitation:
-    invitation = session.get(Invitation, invitation_id)
+    """A pending invitation is revoked; read locked, so an accept at the same moment either
+    comes first (then it is not pending) or finds it revoked."""
+    invitation = locked(session, Invitation, invitation_id)
     if invitation is None or invitation.status != "pending":
         raise NotFound("invitation not found")
     invitation.status = "revoked"

@@ -12,13 +12,20 @@ from sqlalchemy.orm import Session
 
 from .. import plans
 from ..auth import service as auth
-from ..db import new_id
+from ..db import locked, new_id
 from ..errors import NotFound, ValidationFailed
 from ..team.models import Member
 from .models import Tenant
 
 SHADOW_MODE_DURATION = timedelta(hours=72)
 APPROVAL_MODES = ("suggest_only", "semi_auto", "full_auto")
+
+
+def locked_for_limits(session: Session, tenant_id: str) -> Tenant:
+    """The tenant, locked until commit, to count something against its plan: a count
+    made under the lock stays true until the new row is written, so concurrent requests
+    at the limit never pass it together (docs/api.md, "Concurrent changes")."""
+    return locked(session, Tenant, tenant_id)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """test mode as a boundary, keys owned by who minted them, platform credentials out of URLs
 
 Revision ID: 0019
-Revises: 0016
+Revises: 0018
 Create Date: 2026-11-26 12:00:00.000000
 
 - decision_requests.test: the events were tracked with a test key, so what is decided is
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 
 revision = '0019'
-down_revision = '0016'
+down_revision = '0018'
 branch_labels = None
 depends_on = None
 

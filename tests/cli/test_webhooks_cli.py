@@ -187,6 +187,27 @@ def test_replay_sends_the_same_delivery_again_and_delivers_once_the_receiver_is_
     assert [(d["id"], d["status"]) for d in log["deliveries"]] == [(made.id, "delivered")]
 
 
+def test_replay_refuses_a_delivery_cancelled_by_a_pause(cs, client, growth, rt, receiver):
+    h = auth(growth.key)
+    register(client, growth, receiver.url)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "x"}]})
+    pid = client.post("/api/playbooks", headers=h, json={"name": "p"}).json["id"]
+    iv = client.post("/api/interventions", headers=h, json={"user_id": "u1", "playbook_id": pid,
+                                                            "channel": "webhook"}).json["id"]
+    client.put(f"/api/interventions/{iv}/approve", headers=h)
+    assert client.put(f"/api/interventions/{iv}/pause", headers=h).json["status"] == "planned"
+    with rt.session(growth.id) as s:
+        [made] = s.scalars(select(Delivery).where(Delivery.subject_id == iv)).all()
+    code, out, err = cs("webhooks", "replay", made.id)
+    assert code != 0 and out == ""
+    assert "cancelled" in err and "not sent again" in err and "Traceback" not in err
+    code, out, _ = cs("webhooks", "replay", made.id, "--json")
+    assert code != 0 and json.loads(out)["code"] == "invalid_state"
+    assert receiver.requests == []
+    with rt.session(growth.id) as s:
+        assert s.get(Delivery, made.id).status == "canceled"
+
+
 def test_replay_failed_replays_the_tenants_failed_deliveries_in_the_window(
         cs, client, growth, make_tenant, rt, clock, receiver):
     other_receiver = Receiver(script=[503])

@@ -19,7 +19,9 @@ class Received:
 @dataclass
 class Receiver:
     """`script` is consumed one answer per request; the last answer repeats. An answer is
-    a status code, ("redirect", url), ("drip", seconds_between_bytes) or ("hang", seconds)."""
+    a status code, ("redirect", url), ("drip", seconds_between_bytes), ("hang", seconds)
+    or ("hold", threading.Event, status): the request is received, and answered with
+    `status` once the test sets the event (a delivery attempt held in flight)."""
 
     script: list = field(default_factory=lambda: [200])
     requests: list[Received] = field(default_factory=list)
@@ -75,6 +77,13 @@ class Receiver:
                     time.sleep(step[1])
             elif step[0] == "hang":
                 time.sleep(step[1])
+            elif step[0] == "hold":
+                step[1].wait(30)
+                body = b'{"held": true}'
+                handler.send_response(step[2])
+                handler.send_header("Content-Length", str(len(body)))
+                handler.end_headers()
+                handler.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass
 

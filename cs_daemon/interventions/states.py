@@ -1,0 +1,47 @@
+"""How an intervention or an escalation changes status (docs/api.md, "Concurrent
+changes"). Every change, by a person (approve, pause, reject, rollback, handle,
+delegate) or by the pipeline (sent, delivered, failed), goes through `move`: the row is
+read locked (`db.locked`), its status checked against the ones the change starts from,
+and the new status written in the same transaction. So of concurrent changes exactly
+one finds the status it needs: ten approvals of one intervention make one approval (and
+one delivery), and a pause or rollback committed while a delivery attempt is in flight
+leaves nothing for that attempt to move."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from ..db import locked
+from ..errors import InvalidState
+from .models import Intervention
+
+IN_FLIGHT = ("approved", "sent")          # the pipeline may still move these
+LIVE = ("approved", "sent", "delivered")  # their deliveries may still leave
+
+
+def move(session: Session, iv: Intervention, to: str, *, allowed: tuple[str, ...], **values) -> str | None:
+    """Lock `iv` and, when its status is one of `allowed`, set it to `to` with `values`.
+    Returns the status it had, or None when it had another (`iv` then shows the current
+    row, and nothing is written)."""
+    current = locked(session, Intervention, iv.id)
+    if current is None or current.status not in allowed:
+        return None
+    was = current.status
+    current.status = to
+    for name, value in values.items():
+        setattr(current, name, value)
+    return was
+
+
+def change(session: Session, iv: Intervention, action: str, to: str, *, allowed: tuple[str, ...],
+           refused_with: int = 404, **values) -> str:
+    """`move`, for a change someone asked for: refused with InvalidState (404 for approve,
+    reject, rollback and the escalation actions, 409 for pause) naming the status the row
+    has now."""
+    was = move(session, iv, to, allowed=allowed, **values)
+    if was is None:
+        noun = "an escalation" if iv.channel == "escalate" else "an intervention"
+        exc = InvalidState(f"cannot {action} {noun} that is {iv.status} (only {', '.join(allowed)})")
+        exc.status = refused_with
+        raise exc
+    return was
