@@ -592,16 +592,27 @@ def unmigrated(backend, tmp_path):
 
 
 def test_the_unique_member_email_migration_stops_on_duplicates_and_names_them(unmigrated, clock):
+    from sqlalchemy import MetaData, Table, insert
+
     from cs_daemon import migrate
-    from cs_daemon.db import session_scope
-    from cs_daemon.tenants import service as tenants
+    from cs_daemon.db import get_engine, new_id, session_scope
 
     migrate.upgrade(unmigrated, "0016")
-    with session_scope(unmigrated) as s:
-        made = tenants.create(s, name="Dup", owner_email="owner@dup.example", now=clock.now())
-        s.add(Member(tenant_id=made.tenant.id, email="Owner@Dup.example", role="viewer", created_at=clock.now()))
-        s.flush()
-        tenant_id, twin = made.tenant.id, s.scalars(select(Member.id).where(Member.role == "viewer")).one()
+    # rows as the schema of 0016 has them (the models have moved on since)
+    tables = MetaData()
+    engine = get_engine(unmigrated)
+    tenants_t, members_t = (Table(name, tables, autoload_with=engine) for name in ("tenants", "members"))
+    tenant_id, owner, twin = new_id(), new_id(), new_id()
+    now = clock.now().replace(tzinfo=None)
+    with engine.begin() as conn:
+        conn.execute(insert(tenants_t).values(
+            id=tenant_id, name="Dup", slug="dup", config={}, plan_tier="trial", plan_status="trialing",
+            tracked_users=0, kill_switch_active=False, shadow_mode=False, partner=False, created_at=now))
+        conn.execute(insert(members_t), [
+            {"tenant_id": tenant_id, "id": owner, "user_id": new_id(), "email": "owner@dup.example",
+             "role": "admin", "created_at": now},
+            {"tenant_id": tenant_id, "id": twin, "user_id": new_id(), "email": "Owner@Dup.example",
+             "role": "viewer", "created_at": now}])
     with pytest.raises(RuntimeError, match=f"tenant {tenant_id}: owner@dup.example \\(2 members\\)"):
         migrate.upgrade(unmigrated)
     with session_scope(unmigrated) as s:
