@@ -54,4 +54,7 @@ def _config_problems(tenant: Tenant) -> list[dict]:
     typed = tenant_config.read(tenant.config)
     if typed.crm_webhook_url and not tenant.crm_webhook_secret_enc:
         found.append({"field": "config.crm_webhook_secret", "message": "is required with crm_webhook_url"})
+    if isinstance(tenant.config, dict) and "crm_webhook_secret" in tenant.config:
+        found.append({"field": "config.crm_webhook_secret",
+                      "message": "is stored readable and not used: set it again with PATCH /api/settings"})
     return found

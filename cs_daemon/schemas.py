@@ -30,6 +30,6 @@ def error_details(exc, prefix: str) -> list[dict]:
     for error in exc.errors():
         field = prefix
         for part in error["loc"]:
-            field += f"[{part}]" if isinstance(part, int) else f".{part}"
+            field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
         details.append({"field": field, "message": error["msg"].removeprefix("Value error, ")})
     return details

@@ -1,6 +1,6 @@
 """Expiries, tenant by tenant: shadow mode switched off 72 hours after it was turned on
 (also done on the way when the tenant is read), and external actions delivered without
-an outcome for 7 days marked `expired` (docs/decisions.md, "External actions")."""
+an outcome for 7 days marked `expired` (docs/api.md, "Settings")."""
 
 from __future__ import annotations
 
