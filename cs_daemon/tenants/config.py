@@ -47,7 +47,7 @@ def _aware_datetime(value: str) -> str:
 
 def _http_url(value: str) -> str:
     if not value.startswith(("https://", "http://")):
-        raise ValueError("must be an https:// URL")
+        raise ValueError("must be an https:// URL (http:// where private URLs are allowed)")
     return value
 
 
