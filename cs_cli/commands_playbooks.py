@@ -8,6 +8,7 @@ import yaml
 from pydantic import ValidationError
 
 from cs_daemon.errors import ValidationFailed
+from cs_daemon.schemas import error_details
 from cs_daemon.playbooks import service
 from cs_daemon.playbooks.schemas import PlaybookCreate
 from cs_daemon.tenants import service as tenants
@@ -95,7 +96,8 @@ def _spec(index: int, item) -> tuple[dict, str | None]:
     try:
         parsed = PlaybookCreate.model_validate(item)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ValidationFailed(f"playbook #{index + 1} ({item.get('name', '?')}): {where}: {err['msg']}") from None
+        details = error_details(exc, "")
+        first = details[0]
+        raise ValidationFailed(f"playbook #{index + 1} ({item.get('name', '?')}): {first['field']}: {first['message']}",
+                               details) from None
     return parsed.model_dump(exclude_unset=True), status

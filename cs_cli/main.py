@@ -20,6 +20,7 @@ from . import (
     commands_customers,
     commands_db,
     commands_decide,
+    commands_doctor,
     commands_events,
     commands_flags,
     commands_interventions,
@@ -56,6 +57,7 @@ commands_analytics.register(app)
 app.add_typer(commands_webhooks.app, name="webhooks")
 app.add_typer(commands_actions.app, name="actions")
 commands_flags.register(app)
+commands_doctor.register(app)
 
 log = logging.getLogger("cs")
 

@@ -1,6 +1,7 @@
 """The cache store: Redis in production, a dict in the embedded mode. Small on purpose:
 counters for rate limits, values with a time to live (heartbeats, short-lived state),
-and tokens that change whenever what they stand for changes (the key memo's).
+tokens that change whenever what they stand for changes (the key memo's), and small
+hashes of records every process reads (the sweeps' failures).
 
 `later(ops)` sends several operations in one round trip and reads the answers when the
 caller is ready, so the API can count a request while it does other I/O. An operation is
@@ -24,11 +25,15 @@ class Cache(Protocol):
     def later(self, ops: list[tuple]) -> Callable[[], list]: ...
     def add(self, key: str, value: str, ttl: int) -> bool: ...
     def ping(self) -> None: ...
+    def hset(self, key: str, field: str, value: str) -> None: ...
+    def hdel(self, key: str, *fields: str) -> None: ...
+    def hgetall(self, key: str) -> dict[str, str]: ...
 
 
 class MemoryCache:
     def __init__(self):
         self._data: dict[str, tuple[str, float | None]] = {}
+        self._hashes: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
     def _live(self, key: str):
@@ -72,9 +77,23 @@ class MemoryCache:
     def ping(self) -> None:
         return None
 
+    def hset(self, key: str, field: str, value: str) -> None:
+        with self._lock:
+            self._hashes.setdefault(key, {})[field] = value
+
+    def hdel(self, key: str, *fields: str) -> None:
+        with self._lock:
+            for field in fields:
+                self._hashes.get(key, {}).pop(field, None)
+
+    def hgetall(self, key: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._hashes.get(key, {}))
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._hashes.clear()
 
     def _evict(self) -> None:
         now = time.monotonic()
@@ -134,6 +153,16 @@ class RedisCache:
 
     def ping(self) -> None:
         self.client.ping()
+
+    def hset(self, key: str, field: str, value: str) -> None:
+        self.client.hset(self.prefix + key, field, value)
+
+    def hdel(self, key: str, *fields: str) -> None:
+        if fields:
+            self.client.hdel(self.prefix + key, *fields)
+
+    def hgetall(self, key: str) -> dict[str, str]:
+        return {k.decode(): v.decode() for k, v in self.client.hgetall(self.prefix + key).items()}
 
 
 def _answers(ops: list[tuple], replies: list) -> list:

@@ -1,4 +1,5 @@
-"""GET /api/health: database, cache, llm and jobs (decisions §16)."""
+"""GET /api/health: database, cache, llm and jobs (decisions §16), and the sweeps'
+per-tenant failures (docs/api.md, "Health")."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from sqlalchemy import text
 
 from . import __version__
 from .db import get_engine
+from .jobs import sweeps as sweep_runs
 from .jobs.heartbeat import FRESH_FOR, last_beat_age
 from .runtime import Runtime
+
+SHOWN_FAILURES = 50
 
 
 def _timed(fn) -> dict:
@@ -27,6 +31,14 @@ def _timed(fn) -> dict:
 def _one_line(exc: Exception) -> str:
     text_ = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text_[0] if text_ else ''}"[:300]
+
+
+def sweeps(rt: Runtime) -> dict:
+    """The periodic sweeps' current per-tenant failures (jobs/sweeps.py)."""
+    start = time.perf_counter()
+    found = sweep_runs.failures(rt.cache, rt.now())
+    return {"status": "degraded" if found else "ok", "failing": len(found), "failures": found[:SHOWN_FAILURES],
+            "latency_ms": round((time.perf_counter() - start) * 1000, 2)}
 
 
 def check(rt: Runtime) -> tuple[dict, bool]:
@@ -61,7 +73,11 @@ def check(rt: Runtime) -> tuple[dict, bool]:
         "llm": _timed(llm),
         "jobs": _timed(jobs),
     }
+    # a dependency that fails degrades the service (503); a tenant whose sweep fails does
+    # not: every other tenant is served, and a 503 would take the node out for all of them
     healthy = all(c["status"] in ("ok", "disabled") for c in checks.values())
+    checks["sweeps"] = sweeps(rt) if checks["cache"]["status"] != "error" else \
+        {"status": "error", "error": "the cache is unreachable: sweep failures unknown"}
     body = {
         "status": "ok" if healthy else "degraded",
         "checks": checks,

@@ -19,6 +19,7 @@ def alembic_config(settings: Settings) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["engine"] = get_engine(settings)
+    cfg.attributes["settings"] = settings      # data migrations that encrypt need CS_SECRET_KEY
     return cfg
 
 

@@ -21,3 +21,15 @@ class ErrorBody(Wire):
     error: str
     code: str
     details: list[ErrorDetail] | None = None
+
+
+def error_details(exc, prefix: str) -> list[dict]:
+    """A pydantic ValidationError as [{field, message}], each field under `prefix` the
+    way the API names fields: `config.health_weights.medium`, `constraints.channels[0]`."""
+    details = []
+    for error in exc.errors():
+        field = prefix
+        for part in error["loc"]:
+            field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
+        details.append({"field": field, "message": error["msg"].removeprefix("Value error, ")})
+    return details

@@ -66,7 +66,8 @@ def subject_of(session: Session, playbook_id: str | None) -> str:
     playbook = session.get(Playbook, playbook_id) if playbook_id else None
     if playbook is None:
         return DEFAULT_SUBJECT
-    goal = str((playbook.strategy_hints or {}).get("goal") or "").strip()
+    hints = playbook.strategy_hints if isinstance(playbook.strategy_hints, dict) else {}   # stored data may not validate
+    goal = str(hints.get("goal") or "").strip()
     text = goal or (playbook.name or "").strip()
     return (text[:1].upper() + text[1:]) if text else DEFAULT_SUBJECT
 

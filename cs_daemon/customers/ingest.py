@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from ..engine import scoring
 from ..interventions import outcomes
 from ..outbox import service as outbox
+from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
 from . import bulk
 from .models import Customer
@@ -82,9 +83,9 @@ def _limit_and_config(session: Session, tenant_id: str) -> tuple[int | None, dic
     loaded in this transaction when there is one, else read."""
     tenant = session.info.get("tenant")
     if isinstance(tenant, Tenant) and tenant.id == tenant_id:
-        return tenant.tracked_user_limit, tenant.config or {}
+        return tenant.tracked_user_limit, tenant_config.scoring_of(tenant.config)
     row = session.execute(select(Tenant.tracked_user_limit, Tenant.config).where(Tenant.id == tenant_id)).one()
-    return row.tracked_user_limit, row.config or {}
+    return row.tracked_user_limit, tenant_config.scoring_of(row.config)
 
 
 def _counted(events: list[Incoming]) -> int:
@@ -177,7 +178,7 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     for row in inserted:
         by_user[row["user_id"]].append(row)
     if config is None:
-        config = session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)) or {}
+        config = tenant_config.scoring_of(session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)))
     customers, followers = bulk.lock(session, tenant_id, sorted(by_user))
     changes: list[tuple[str, dict]] = []
     touched: dict[str, tuple[set[str], bool]] = {}

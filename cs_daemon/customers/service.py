@@ -14,6 +14,7 @@ from .. import plans
 from ..engine import scoring
 from ..errors import NotFound, PlanLimit, ValidationFailed
 from ..outbox import service as outbox
+from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
 from .ingest import ensure_customers
 from .models import Customer, Event
@@ -57,7 +58,7 @@ def create(session: Session, tenant_id: str, *, user_id: str, email: str | None,
         traits["name"] = name
     merge_traits(customer, traits)
     state = scoring.UserState(first_seen_at=customer.created_at)
-    config = session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)) or {}
+    config = tenant_config.scoring_of(session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)))
     rescore(customer, state, config, now)
     return customer, True
 
@@ -113,8 +114,9 @@ def recent_events(session: Session, user_id: str, limit: int = 100) -> list[Even
     ))
 
 
-def milestone_progress(customer: Customer, config: dict) -> dict:
-    milestones = list(dict.fromkeys(scoring.setting(config, "milestones")))
+def milestone_progress(customer: Customer, config: dict | None) -> dict:
+    """Progress through the tenant's milestones (`config` as stored: read typed here)."""
+    milestones = list(dict.fromkeys(scoring.setting(tenant_config.scoring_of(config), "milestones")))
     done = set((customer.state or {}).get("milestones_done", []))
     items = [{"name": m, "done": m in done} for m in milestones]
     count = sum(1 for i in items if i["done"])
@@ -135,26 +137,35 @@ SWEEP_BATCH = 500
 SWEEP_STALE = timedelta(minutes=10)
 
 
+def _stale(now: datetime):
+    return (or_(Customer.scored_at.is_(None), Customer.scored_at < now - SWEEP_STALE),
+            Customer.lifecycle_stage != "churned")
+
+
+def tenants_to_sweep(session: Session, *, now: datetime) -> list[str]:
+    """Tenants with users the score sweep would re-score (an unscoped session)."""
+    return list(session.scalars(select(Tenant.id).where(
+        select(Customer.id).where(Customer.tenant_id == Tenant.id, *_stale(now)).exists())
+        .order_by(Tenant.created_at, Tenant.id)))
+
+
 def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
     """Re-score users not scored for a while so time decay shows (dormant, churned,
-    fading engagement), across every tenant. Returns how many were re-scored. Users
-    already churned by inactivity stay so until they act again, and are skipped."""
+    fading engagement): the tenant's in a tenant-scoped session (as the periodic job
+    runs it, one tenant at a time), every tenant's otherwise. Returns how many were
+    re-scored. Users already churned by inactivity stay so until they act again, and
+    are skipped."""
     configs: dict[str, dict] = {}
     done = 0
     while True:
-        rows = session.scalars(
-            select(Customer)
-            .where(or_(Customer.scored_at.is_(None), Customer.scored_at < now - SWEEP_STALE))
-            .where(Customer.lifecycle_stage != "churned")
-            .order_by(Customer.scored_at).limit(batch)
-        ).all()
+        rows = session.scalars(select(Customer).where(*_stale(now)).order_by(Customer.scored_at).limit(batch)).all()
         if not rows:
             return done
         changes: dict[str, list] = {}
         for customer in rows:
             if customer.tenant_id not in configs:
-                configs[customer.tenant_id] = session.scalar(
-                    select(Tenant.config).where(Tenant.id == customer.tenant_id)) or {}
+                configs[customer.tenant_id] = tenant_config.scoring_of(session.scalar(
+                    select(Tenant.config).where(Tenant.id == customer.tenant_id)))
             state = scoring.UserState.from_json(customer.state)
             if state.first_seen_at is None:
                 state.first_seen_at = customer.created_at

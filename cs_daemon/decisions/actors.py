@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from ..jobs.broker import actor
 from ..jobs.context import runtime
+from ..jobs.sweeps import for_each_tenant
 from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
 from . import requests
@@ -36,11 +37,7 @@ def sweep_decisions() -> None:
             .where(Tenant.id.in_(select(Playbook.tenant_id).where(Playbook.status == "active")))))
     if owed:
         requests.send_later(owed)
-    decided = 0
-    for tenant_id in tenant_ids:
-        with rt.session(tenant_id, commit=False) as session:
-            users = requests.sweep_candidates(session, now)
-        for user_id in users:
-            decided += requests.decide_for(rt, tenant_id, user_id) is not None
-    if owed or decided:
-        log.info("decision sweep: %d owed re-enqueued, %d interventions", len(owed), decided)
+    tally = for_each_tenant(rt, "sweep_decisions", tenant_ids,
+                            lambda tenant_id: requests.sweep_tenant(rt, tenant_id, now))
+    if owed or tally.done:
+        log.info("decision sweep: %d owed re-enqueued, %d interventions", len(owed), tally.done)

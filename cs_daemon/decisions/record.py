@@ -15,11 +15,11 @@ from ..engine.decisions import Decision, PlaybookSpec, decide
 from ..interventions.models import Intervention
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
+from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
 from . import context
 
 log = logging.getLogger(__name__)
-AUTO_APPROVE_MIN_CONFIDENCE = 0.8
 USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
                "activation_score", "engagement_score", "expansion_score", "risk_level", "last_activity_at")
 
@@ -73,13 +73,12 @@ def initial_status(tenant: Tenant, proposal: Proposal) -> str:
         return "shadow"
     if proposal.decision.action == "escalate":
         return "open"
-    config = tenant.config or {}
+    config = tenant_config.read(tenant.config)
     if proposal.spec.constraints.get("require_approval"):
         return "planned"
     if proposal.checks is not None and not messages.passed_all(proposal.checks):
         return "planned"
-    mode = config.get("approvalMode", "suggest_only")
-    threshold = config.get("auto_approve_min_confidence", AUTO_APPROVE_MIN_CONFIDENCE)
+    mode, threshold = config.approval_mode, config.auto_approve_threshold
     if mode == "full_auto" or (mode == "semi_auto" and (proposal.decision.confidence or 0) >= threshold):
         return "approved"
     return "planned"

@@ -5,6 +5,11 @@ active playbook), in the same transaction as the events; a job decides after com
 Deciding reads and writes in short transactions around the (possibly slow) message
 writer: a lease is taken first, the intervention and `done_at` are written together
 last, so a crash in between leaves the request open for the sweep to retry.
+
+A request whose decision keeps failing backs off: after its n-th failed try it waits
+RETRY_AFTER × 2^(n-1) (30 s, 1 min, 2 min, 4 min), and after MAX_ATTEMPTS tries it is
+`failed` (failed_at set, the last error kept) and never taken again
+(docs/decisions.md, "Owed decisions").
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ log = logging.getLogger(__name__)
 
 LEASE = timedelta(minutes=2)
 RETRY_AFTER = timedelta(seconds=30)
+MAX_ATTEMPTS = 5
 SWEEP_USERS_PER_TENANT = 200
 
 
@@ -49,12 +55,18 @@ def send_later(ids: list[str]) -> None:
         decide_owed.send(ids[start:start + 100])
 
 
+def _open(now: datetime) -> tuple:
+    """Neither done nor failed, and free to take: not leased, or waiting out no backoff."""
+    return (DecisionRequest.done_at.is_(None), DecisionRequest.failed_at.is_(None),
+            or_(DecisionRequest.claimed_until.is_(None), DecisionRequest.claimed_until <= now))
+
+
 def claim(session: Session, request_id: str, now: datetime) -> DecisionRequest | None:
+    """Take the lease of an open request; each claim counts one try."""
     row = session.execute(
         update(DecisionRequest)
-        .where(DecisionRequest.id == request_id, DecisionRequest.done_at.is_(None),
-               or_(DecisionRequest.claimed_until.is_(None), DecisionRequest.claimed_until <= now))
-        .values(claimed_until=now + LEASE)
+        .where(DecisionRequest.id == request_id, *_open(now))
+        .values(claimed_until=now + LEASE, attempts=DecisionRequest.attempts + 1)
         .returning(DecisionRequest.id)).first()
     return session.get(DecisionRequest, request_id) if row else None
 
@@ -62,15 +74,34 @@ def claim(session: Session, request_id: str, now: datetime) -> DecisionRequest |
 def overdue(session: Session, now: datetime, limit: int = 1000) -> list[str]:
     return list(session.scalars(
         select(DecisionRequest.id)
-        .where(DecisionRequest.done_at.is_(None), DecisionRequest.created_at <= now - RETRY_AFTER,
-               or_(DecisionRequest.claimed_until.is_(None), DecisionRequest.claimed_until <= now))
+        .where(DecisionRequest.created_at <= now - RETRY_AFTER, *_open(now))
         .order_by(DecisionRequest.created_at).limit(limit)))
 
 
+def backoff(attempts: int) -> timedelta:
+    """How long a request waits after its `attempts`-th failed try."""
+    return RETRY_AFTER * 2 ** (max(attempts, 1) - 1)
+
+
+def failed(rt, request_id: str, attempts: int, error: str) -> None:
+    """Record a failed try: wait out the backoff, or fail for good after MAX_ATTEMPTS."""
+    now = rt.now()
+    values = {"last_error": error[:500]}
+    if attempts >= MAX_ATTEMPTS:
+        values["failed_at"] = now
+    else:
+        values["claimed_until"] = now + backoff(attempts)
+    with rt.session() as session:
+        session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id,
+                                                      DecisionRequest.done_at.is_(None)).values(**values))
+
+
 def sweep_candidates(session: Session, now: datetime) -> list[str]:
-    """Users of this tenant that an untriggered active playbook's entry conditions match."""
-    trees = [p.entry_conditions for p in session.scalars(select(Playbook).where(Playbook.status == "active"))
-             if not conditions.trigger_of(p.entry_conditions)]
+    """Users of this tenant that an untriggered active playbook's entry conditions match
+    (playbooks that no longer validate are left out: playbooks.service.usable)."""
+    from ..playbooks import service as playbooks
+
+    trees = [p.entry_conditions for p in playbooks.active(session) if not conditions.trigger_of(p.entry_conditions)]
     if not trees:
         return []
     dialect = session.get_bind().dialect.name
@@ -80,16 +111,43 @@ def sweep_candidates(session: Session, now: datetime) -> list[str]:
                                 .order_by(Customer.updated_at.desc()).limit(SWEEP_USERS_PER_TENANT)))
 
 
+def sweep_tenant(rt, tenant_id: str, now: datetime) -> int:
+    """The decision sweep of one tenant: decide for the users its untriggered playbooks
+    match; how many interventions were made. Each decision is its own transaction; the
+    playbooks left out (no longer valid) are reported after the others' work is done."""
+    from ..jobs.sweeps import SkippedStoredData
+    from ..playbooks import service as playbooks
+
+    with rt.session(tenant_id, commit=False) as session:
+        users = sweep_candidates(session, now)
+        skipped = playbooks.skipped(playbooks.active_stored(session))
+        left_out = playbooks.describe_skipped(skipped) if skipped else None
+    decided = sum(decide_for(rt, tenant_id, user_id) is not None for user_id in users)
+    if left_out:
+        raise SkippedStoredData(left_out)
+    return decided
+
+
 def process(rt, request_id: str) -> None:
-    """Decide for one owed request (the body of the job)."""
+    """Decide for one owed request (the body of the job). A failure is recorded on the
+    request (backoff, or failed after MAX_ATTEMPTS), never raised: the job's other
+    requests go on."""
     now = rt.now()
     with rt.session() as session:
         request = claim(session, request_id, now)
         if request is None:
             return
-        tenant_id, user_id = request.tenant_id, request.user_id
+        tenant_id, user_id, attempts = request.tenant_id, request.user_id, request.attempts
         events, changed, test = list(request.events or []), request.state_changed, request.test
-    decide_for(rt, tenant_id, user_id, events=events, state_changed=changed, request_id=request_id, test=test)
+    if attempts > MAX_ATTEMPTS:     # its tries ended without a word (a process killed mid-way)
+        failed(rt, request_id, attempts, f"gave up after {MAX_ATTEMPTS} tries that did not finish")
+        return
+    try:
+        decide_for(rt, tenant_id, user_id, events=events, state_changed=changed, request_id=request_id, test=test)
+    except Exception as exc:  # the request's own boundary
+        log.exception("decision for user %s of tenant %s failed (try %d of %d)", user_id, tenant_id,
+                      attempts, MAX_ATTEMPTS)
+        failed(rt, request_id, attempts, f"{type(exc).__name__}: {exc}")
 
 
 def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bool = False,

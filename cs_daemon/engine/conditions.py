@@ -12,6 +12,7 @@ ends that must agree on every case.
 Semantics: `{}` matches every user; empty `all` is true, empty `any` false; a
 comparison with a missing value is false (so `neq` and `nin` too: use `exists`);
 numbers compare as numbers, also in traits, and a number never equals a string;
+booleans are values of their own kind (`true` is neither 1 nor "true");
 `contains` is a case-sensitive substring on strings and membership on arrays;
 `days_since_*` compares the time elapsed with that many days, to the microsecond.
 docs/conditions.md is the reference.
@@ -40,7 +41,15 @@ COLUMN_FIELDS = {
 DERIVED_FIELDS = {"days_since_last_activity", "days_since_signup"}
 OPS = ("eq", "neq", "lt", "lte", "gt", "gte", "in", "nin", "exists", "contains")
 ORDER_OPS = ("lt", "lte", "gt", "gte")
+EQUALITY_OPS = ("eq", "neq")
 MISSING = object()
+
+# bounds on what one tree may ask (docs/conditions.md, "Limits"): a tree is compiled to
+# SQL and to Python, and swept over every customer of the tenant each minute
+MAX_DEPTH = 10           # nested objects, the root counted as 1
+MAX_CLAUSES = 200        # objects in the tree (all, any, not, field and event nodes)
+MAX_VALUES = 1000        # members of an in / nin list
+MAX_WITHIN_DAYS = 3650
 
 
 class ConditionError(ValueError):
@@ -53,41 +62,63 @@ class ConditionError(ValueError):
 # -- validation --------------------------------------------------------------------------
 
 def validate(tree: Any, path: str = "$") -> None:
-    """Refuse a malformed tree, naming the path of the bad node (e.g. `$.all[2].op`)."""
-    if not isinstance(tree, dict):
-        raise ConditionError(path, "a condition must be an object")
-    node = dict(tree)
-    if path == "$" and "trigger" in node:
+    """Refuse a malformed or oversized tree, naming the path of the bad node (e.g.
+    `$.all[2].op`)."""
+    _Checker().node(tree, path, 1)
+
+
+class _Checker:
+    """One validation walk: counts the objects seen so far against MAX_CLAUSES."""
+
+    def __init__(self):
+        self.clauses = 0
+
+    def node(self, tree: Any, path: str, depth: int) -> None:
+        if not isinstance(tree, dict):
+            raise ConditionError(path, "a condition must be an object")
+        if depth > MAX_DEPTH:
+            raise ConditionError(path, f"conditions may nest at most {MAX_DEPTH} levels deep")
+        node = dict(tree)
+        if path == "$":
+            _root_settings(node)
+        if not node:
+            return
+        self.clauses += 1
+        if self.clauses > MAX_CLAUSES:
+            raise ConditionError(path, f"a tree may hold at most {MAX_CLAUSES} conditions")
+        keys = set(node)
+        if keys & {"all", "any"}:
+            if len(keys) != 1:
+                raise ConditionError(path, "all/any stands alone in its object")
+            key = keys.pop()
+            if not isinstance(node[key], list):
+                raise ConditionError(f"{path}.{key}", "must be an array of conditions")
+            for i, child in enumerate(node[key]):
+                self.node(child, f"{path}.{key}[{i}]", depth + 1)
+        elif "not" in keys:
+            if len(keys) != 1:
+                raise ConditionError(path, "not stands alone in its object")
+            self.node(node["not"], f"{path}.not", depth + 1)
+            if not node["not"]:
+                raise ConditionError(f"{path}.not", "must not be empty")
+        elif "field" in keys:
+            _validate_field(node, path)
+        elif "event" in keys:
+            _validate_event(node, path)
+        else:
+            raise ConditionError(path, f"unknown condition keys {sorted(keys)}; expected all, any, not, field or event")
+
+
+def _root_settings(node: dict) -> None:
+    """Check and take out the settings that sit beside the conditions at the root."""
+    if "trigger" in node:
         trigger = node.pop("trigger")
         if not (isinstance(trigger, dict) and set(trigger) == {"event"} and _name(trigger["event"])):
             raise ConditionError("$.trigger", 'must be {"event": "<event name>"}')
-    if path == "$" and "attribution_days" in node:
+    if "attribution_days" in node:
         days = node.pop("attribution_days")
         if not (isinstance(days, int) and not isinstance(days, bool) and 1 <= days <= 365):
             raise ConditionError("$.attribution_days", "must be a whole number of days from 1 to 365")
-    if not node:
-        return
-    keys = set(node)
-    if keys & {"all", "any"}:
-        if len(keys) != 1:
-            raise ConditionError(path, "all/any stands alone in its object")
-        key = keys.pop()
-        if not isinstance(node[key], list):
-            raise ConditionError(f"{path}.{key}", "must be an array of conditions")
-        for i, child in enumerate(node[key]):
-            validate(child, f"{path}.{key}[{i}]")
-    elif "not" in keys:
-        if len(keys) != 1:
-            raise ConditionError(path, "not stands alone in its object")
-        validate(node["not"], f"{path}.not")
-        if not node["not"]:
-            raise ConditionError(f"{path}.not", "must not be empty")
-    elif "field" in keys:
-        _validate_field(node, path)
-    elif "event" in keys:
-        _validate_event(node, path)
-    else:
-        raise ConditionError(path, f"unknown condition keys {sorted(keys)}; expected all, any, not, field or event")
 
 
 def _name(value) -> bool:
@@ -99,8 +130,8 @@ def _validate_field(node: dict, path: str) -> None:
     if extra:
         raise ConditionError(path, f"unknown keys {sorted(extra)}")
     field = node["field"]
-    if not isinstance(field, str) or not (field in COLUMN_FIELDS or field in DERIVED_FIELDS
-                                          or (field.startswith("traits.") and len(field) > 7)):
+    if not _name(field) or not (field in COLUMN_FIELDS or field in DERIVED_FIELDS
+                                or (field.startswith("traits.") and len(field) > 7)):
         raise ConditionError(f"{path}.field", f"unknown field {field!r}")
     _validate_comparison(node, path)
 
@@ -116,11 +147,16 @@ def _validate_comparison(node: dict, path: str) -> None:
         if not isinstance(value, bool):
             raise ConditionError(f"{path}.value", "exists takes true or false")
     elif op in ("in", "nin"):
-        if not isinstance(value, list) or not all(_scalar(v) for v in value):
-            raise ConditionError(f"{path}.value", f"{op} takes an array of strings or numbers")
+        if not isinstance(value, list) or not all(_scalar(v) or isinstance(v, bool) for v in value):
+            raise ConditionError(f"{path}.value", f"{op} takes an array of strings, numbers or booleans")
+        if len(value) > MAX_VALUES:
+            raise ConditionError(f"{path}.value", f"{op} takes at most {MAX_VALUES} values")
     elif op in ORDER_OPS:
         if not (_number(value) or isinstance(value, str)):
             raise ConditionError(f"{path}.value", f"{op} takes a number or a string")
+    elif op in EQUALITY_OPS:
+        if not (_scalar(value) or isinstance(value, bool)):
+            raise ConditionError(f"{path}.value", f"{op} takes a string, a number or a boolean")
     elif not _scalar(value):
         raise ConditionError(f"{path}.value", f"{op} takes a string or a number")
 
@@ -136,8 +172,8 @@ def _validate_event(node: dict, path: str) -> None:
             or not _number(count.get("value")):
         raise ConditionError(f"{path}.count", 'must be {"op": eq|neq|lt|lte|gt|gte, "value": <number>}')
     days = node.get("within_days")
-    if days is not None and (not _number(days) or days <= 0):
-        raise ConditionError(f"{path}.within_days", "must be a positive number of days")
+    if days is not None and (not _number(days) or not 0 < days <= MAX_WITHIN_DAYS):
+        raise ConditionError(f"{path}.within_days", f"must be a number of days above 0, at most {MAX_WITHIN_DAYS}")
 
 
 def _number(value) -> bool:
@@ -214,6 +250,8 @@ def _cost(node) -> int:
 
 
 def _kind(value) -> str | None:
+    if isinstance(value, bool):
+        return "boolean"
     if _number(value):
         return "number"
     if isinstance(value, str):
@@ -322,10 +360,13 @@ def _finite_number(value) -> bool:
     return kind is int or (kind is float and -math.inf < value < math.inf)
 
 
-def _trait_member(value, texts: frozenset, numbers: frozenset) -> bool | None:
-    """Whether a trait value is in an in/nin list: None when it is of no comparable kind."""
+def _trait_member(value, texts: frozenset, numbers: frozenset, booleans: frozenset) -> bool | None:
+    """Whether a trait value is in an in/nin list: None when it is of no comparable kind.
+    Each kind is looked up in its own set (True == 1 in Python, never here)."""
     if type(value) is str:
         return value in texts
+    if type(value) is bool:
+        return value in booleans
     if _finite_number(value):
         return value in numbers
     return None
@@ -419,10 +460,13 @@ class _Source:
         if op in ("in", "nin"):
             texts = self.const(frozenset(v for v in value if isinstance(v, str)))
             numbers = self.const(frozenset(v for v in value if _number(v)))
-            member = f"_member({x}, {texts}, {numbers})"
+            booleans = self.const(frozenset(v for v in value if isinstance(v, bool)))
+            member = f"_member({x}, {texts}, {numbers}, {booleans})"
             return f"({member} is True)" if op == "in" else f"({member} is False)"
         if isinstance(value, str):
             return f"(type({x}) is str and {x} {_OPERATOR[op]} {self.const(value)})"
+        if isinstance(value, bool):
+            return f"(type({x}) is bool and {x} {_OPERATOR[op]} {self.const(value)})"
         return f"(_fin({x}) and {x} {_OPERATOR[op]} {self.const(value)})"
 
     def prologue(self) -> list[str]:
@@ -580,14 +624,19 @@ class _Sql:
         if op in ("in", "nin"):
             texts = [v for v in value if isinstance(v, str)]
             numbers = [float(v) for v in value if _number(v)]   # one bind type for every member
-            if op == "in" and not numbers and all(map(_only_a_string, texts)):
+            booleans = {v for v in value if isinstance(v, bool)}
+            if op == "in" and not numbers and not booleans and all(map(_only_a_string, texts)):
                 return (text.in_(texts), True) if texts else (false(), False)
             branches = {}
             if texts or op == "nin":
                 branches["string"] = self.member(op, text, texts)
             if numbers or op == "nin":
                 branches["number"] = self.member(op, number, numbers)
+            if booleans or op == "nin":
+                branches["boolean"] = {b for b in (True, False) if (b in booleans) == (op == "in")}
             return of_type(branches), False
+        if isinstance(value, bool):
+            return of_type({"boolean": {value} if op == "eq" else {not value}}), False
         if isinstance(value, str):
             if op == "eq" and _only_a_string(value):
                 return text == value, True
@@ -605,7 +654,8 @@ class _Sql:
     def trait_parts(self, key: str):
         """(text value, numeric value, of_type) of traits.<key>; of_type({json type:
         expression}) is true when the value has one of those types (string, number, array)
-        and that type's expression holds."""
+        and that type's expression holds; for "boolean" it takes the set of booleans that
+        match instead of an expression."""
         if self.pg:
             text = Customer.traits.op("->>", return_type=Text)(key)
             type_of, names = func.json_typeof(Customer.traits.op("->")(key)), {}
@@ -617,9 +667,24 @@ class _Sql:
             names = {"string": ("text",), "number": ("integer", "real")}
 
         def of_type(branches: dict):
-            whens = {name: expr for kind, expr in branches.items() for name in names.get(kind, (kind,))}
+            branches = dict(branches)
+            whens = {name: expr for kind, expr in branches.items() if kind != "boolean"
+                     for name in names.get(kind, (kind,))}
+            whens.update(self.booleans(text, branches.get("boolean") or set()))
+            if not whens:
+                return false()
             return case(whens, value=type_of, else_=false())
         return text, number, of_type
+
+    def booleans(self, text, matching: set) -> dict:
+        """The CASE branches that make a boolean trait true when it is one of `matching`:
+        PostgreSQL types both as "boolean" (`->>` reads "true" / "false"); SQLite's
+        json_type names them "true" and "false"."""
+        if not matching:
+            return {}
+        if self.pg:
+            return {"boolean": true() if len(matching) == 2 else text == json.dumps(next(iter(matching)))}
+        return {json.dumps(b): true() for b in matching}
 
     def array_has(self, key: str, value) -> ColumnElement[bool]:
         if self.pg:  # jsonb containment: strings exactly, numbers as numbers, never across types

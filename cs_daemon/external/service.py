@@ -223,13 +223,22 @@ def report_outcome(session: Session, action_id: str, *, status: str, result: dic
     return action
 
 
+def _expiring(now: datetime) -> tuple:
+    return ExternalAction.status == "delivered", ExternalAction.delivered_at <= now - EXPIRE_AFTER
+
+
 def expire(session: Session, *, now: datetime) -> int:
-    """Delivered actions without an outcome 7 days later become expired (every tenant)."""
-    rows = session.scalars(select(ExternalAction).where(ExternalAction.status == "delivered",
-                                                        ExternalAction.delivered_at <= now - EXPIRE_AFTER)).all()
+    """Delivered actions without an outcome 7 days later become expired (the tenant's in
+    a tenant-scoped session, as the expiry sweep runs it; every tenant's otherwise)."""
+    rows = session.scalars(select(ExternalAction).where(*_expiring(now))).all()
     for action in rows:
         action.status, action.completed_at = "expired", now
     return len(rows)
+
+
+def tenants_with_expiring(now: datetime):
+    """A select of the tenants with actions to expire now."""
+    return select(ExternalAction.tenant_id).where(*_expiring(now)).distinct()
 
 
 def ingest_custom(session: Session, tenant_id: str, events: list, *, now: datetime, test: bool) -> int:

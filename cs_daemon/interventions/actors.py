@@ -6,6 +6,7 @@ import logging
 
 from ..jobs.broker import actor
 from ..jobs.context import runtime
+from ..jobs.sweeps import SkippedStoredData, for_each_tenant
 from . import outcomes
 
 log = logging.getLogger(__name__)
@@ -19,9 +20,17 @@ def sweep_outcomes() -> None:
     now = rt.now()
     with rt.session() as session:
         tenant_ids = outcomes.tenants_with_open(session)
-    recorded = 0
-    for tenant_id in tenant_ids:
+
+    def settle(tenant_id: str) -> int:
         with rt.session(tenant_id) as session:
-            recorded += outcomes.sweep(session, now=now)
-    if recorded:
-        log.info("outcome sweep recorded %d outcomes", recorded)
+            recorded = outcomes.sweep(session, now=now)
+            held = outcomes.held_back(session)
+        if held:
+            from ..playbooks import service as playbooks
+
+            raise SkippedStoredData(f"outcomes held back: {playbooks.describe_skipped(held)}")
+        return recorded
+
+    tally = for_each_tenant(rt, "sweep_outcomes", tenant_ids, settle)
+    if tally.done:
+        log.info("outcome sweep recorded %d outcomes", tally.done)

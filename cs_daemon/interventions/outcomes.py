@@ -16,6 +16,10 @@ exit conditions (default 7) from `delivered_at`. While the window is open:
 Every write is a conditional UPDATE, so a response or an outcome is recorded once however
 many ingests, clicks or sweeps race for it, and never on an intervention rolled back
 meanwhile.
+
+The interventions of a playbook whose stored exit conditions no longer validate are held
+back (no outcome is recorded for them) until the playbook is fixed: `held_back` names
+those playbooks, and `cs doctor` lists what is wrong with them.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ DECIDED = ("positive", "negative", "neutral")
 
 
 def window(exit_conditions: dict | None) -> timedelta:
-    return timedelta(days=(exit_conditions or {}).get("attribution_days") or DEFAULT_ATTRIBUTION_DAYS)
+    days = exit_conditions.get("attribution_days") if isinstance(exit_conditions, dict) else None
+    valid = isinstance(days, int) and not isinstance(days, bool) and 1 <= days <= 365
+    return timedelta(days=days if valid else DEFAULT_ATTRIBUTION_DAYS)
 
 
 def open_window(session: Session, iv: Intervention, now: datetime) -> None:
@@ -107,9 +113,22 @@ def respond(session: Session, iv: Intervention, *, at: datetime, response: str, 
 def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
     """Record the outcomes now known for this tenant's open interventions (a tenant-scoped
     session). Returns how many were recorded."""
-    ivs = session.scalars(select(Intervention).where(*_is_open())
-                          .order_by(Intervention.attribution_until).limit(batch)).all()
+    held = [p.id for p in held_back(session)]
+    query = select(Intervention).where(*_is_open())
+    if held:
+        query = query.where(Intervention.playbook_id.not_in(held))
+    ivs = session.scalars(query.order_by(Intervention.attribution_until).limit(batch)).all()
     return settle(session, ivs, now=now)
+
+
+def held_back(session: Session) -> list[Playbook]:
+    """Playbooks with open interventions whose exit conditions no longer validate (a
+    tenant-scoped session): their outcomes wait until the playbook is fixed."""
+    from ..playbooks import service as playbooks
+
+    with_open = select(Intervention.playbook_id).where(*_is_open(), Intervention.playbook_id.isnot(None))
+    return [p for p in session.scalars(select(Playbook).where(Playbook.id.in_(with_open)))
+            if not playbooks.exit_usable(p)]
 
 
 def settle(session: Session, ivs: list[Intervention], *, now: datetime) -> int:
@@ -119,9 +138,11 @@ def settle(session: Session, ivs: list[Intervention], *, now: datetime) -> int:
         return 0
     users = sorted({iv.user_id for iv in ivs})
     churned = set(_users_where(session, users, Customer.lifecycle_stage == "churned"))
-    met = _exit_met(session, ivs, now)
+    met, held = _exit_met(session, ivs, now)
     done = 0
     for iv in ivs:
+        if iv.playbook_id in held:
+            continue
         if (iv.playbook_id, iv.user_id) in met:
             done += record(session, iv, "positive", now=now)
         elif iv.user_id in churned:
@@ -131,23 +152,29 @@ def settle(session: Session, ivs: list[Intervention], *, now: datetime) -> int:
     return done
 
 
-def _exit_met(session: Session, ivs: list[Intervention], now: datetime) -> set[tuple[str | None, str]]:
-    """(playbook id, user id) pairs whose playbook's exit conditions hold now. A playbook
+def _exit_met(session: Session, ivs: list[Intervention], now: datetime) -> tuple[set[tuple[str | None, str]], set[str]]:
+    """(playbook id, user id) pairs whose playbook's exit conditions hold now, and the
+    ids of playbooks held back (exit conditions that no longer validate). A playbook
     without exit conditions names no success, so none of its interventions is positive."""
+    from ..playbooks import service as playbooks
+
     users_of: dict[str, set[str]] = defaultdict(set)
     for iv in ivs:
         if iv.playbook_id:
             users_of[iv.playbook_id].add(iv.user_id)
-    playbooks = session.scalars(select(Playbook).where(Playbook.id.in_(list(users_of)))).all()
+    rows = session.scalars(select(Playbook).where(Playbook.id.in_(list(users_of)))).all()
+    held = {p.id for p in rows if not playbooks.exit_usable(p)}
     dialect = session.get_bind().dialect.name
     met = set()
-    for playbook in playbooks:
+    for playbook in rows:
+        if playbook.id in held:
+            continue
         tree = conditions.fields_of(playbook.exit_conditions)
         if not tree:
             continue
         criterion = conditions.to_sql(tree, now=now, dialect=dialect)
         met |= {(playbook.id, u) for u in _users_where(session, sorted(users_of[playbook.id]), criterion)}
-    return met
+    return met, held
 
 
 def _users_where(session: Session, user_ids: list[str], criterion) -> list[str]:

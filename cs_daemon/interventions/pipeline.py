@@ -20,6 +20,7 @@ from ..delivery import service as delivery
 from ..delivery.models import Delivery
 from ..integrations.http import Outcome
 from ..outbox import service as outbox
+from ..tenants import service as tenants
 from ..tenants.models import Tenant
 from ..webhooks.models import WebhookEndpoint
 from ..db import locked
@@ -70,10 +71,10 @@ def start(session: Session, iv: Intervention, *, now: datetime) -> list[Delivery
                                 secret_enc=e.secret_enc, endpoint_id=e.id, **common) for e in endpoints] or \
             [_undeliverable(session, iv, "no active webhook endpoint", now)]
     if iv.channel == "crm":
-        config = session.get(Tenant, iv.tenant_id).config or {}
-        if not config.get("crm_webhook_url"):
+        url = _crm_url(session, iv.tenant_id)
+        if not url:
             return [_undeliverable(session, iv, "config.crm_webhook_url is not set", now)]
-        return [delivery.create(session, iv.tenant_id, url=config["crm_webhook_url"],
+        return [delivery.create(session, iv.tenant_id, url=url,
                                 body=crm_body("intervention.delivered", iv, customer), secret_enc="ref:crm", **common)]
     if iv.channel == "email":
         if not customer or not customer.email:
@@ -118,10 +119,10 @@ def withdraw(session: Session, iv: Intervention, *, was: str, now: datetime) -> 
     elif iv.channel == "webhook":
         outbox.record(session, iv.tenant_id, "intervention.rolled_back", body, now=now, test=iv.test)
     elif iv.channel == "crm" and not iv.test:
-        config = session.get(Tenant, iv.tenant_id).config or {}
-        if config.get("crm_webhook_url"):
+        url = _crm_url(session, iv.tenant_id)
+        if url:
             customer = session.get(Customer, (iv.tenant_id, iv.user_id))
-            delivery.create(session, iv.tenant_id, kind="event", url=config["crm_webhook_url"],
+            delivery.create(session, iv.tenant_id, kind="event", url=url,
                             body=crm_body("intervention.rolled_back", iv, customer), secret_enc="ref:crm",
                             event_type="intervention.rolled_back", subject_id=iv.id, now=now)
 
@@ -195,8 +196,13 @@ def _still_wanted(session: Session, intervention_id: str) -> str | None:
     return None
 
 
+def _crm_url(session: Session, tenant_id: str) -> str | None:
+    return tenants.config_of(session.get(Tenant, tenant_id)).crm_webhook_url
+
+
 def _crm_secret(session: Session, tenant_id: str) -> str:
-    secret = (session.get(Tenant, tenant_id).config or {}).get("crm_webhook_secret")
+    """Read at send time, decrypted from where it is kept (docs/channels.md, "crm")."""
+    secret = tenants.crm_secret(session.get(Tenant, tenant_id), session.info["settings"].secret_key)
     if not secret:
         raise LookupError("config.crm_webhook_secret is not set")
     return secret

@@ -13,6 +13,7 @@ from ..customers.models import Customer
 from ..errors import NotFound, ValidationFailed
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
+from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
 from . import outcomes, pipeline, states
 from .models import Intervention
@@ -137,7 +138,7 @@ def delegate(session: Session, tenant_id: str, escalation_id: str, *, channel: s
     esc = get(session, escalation_id, escalation=True)
     states.change(session, esc, "delegate", "delegated", allowed=("open",), updated_at=now)
     tenant = session.get(Tenant, tenant_id)
-    mode = (tenant.config or {}).get("approvalMode", "suggest_only")
+    mode = tenant_config.read(tenant.config).approval_mode
     iv = Intervention(tenant_id=tenant_id, user_id=esc.user_id, playbook_id=esc.playbook_id, status="planned",
                       channel=channel, message_body=esc.suggested_action, reasoning=f"delegated escalation {esc.id}: {esc.reason or ''}".strip(),
                       source="delegated", test=esc.test, planned_at=now, updated_at=now)

@@ -5,7 +5,7 @@ from datetime import datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from ..schemas import Wire
 
@@ -14,7 +14,14 @@ Status = Literal["draft", "active", "paused", "archived"]
 _HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
 
-class QuietHours(Wire):
+class Strict(Wire):
+    """Stored playbook settings: JSON types as documented (a number, not "24"); unknown
+    keys are dropped (docs/decisions.md, "Constraints and hints")."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class QuietHours(Strict):
     start: str
     end: str
     timezone: str = "UTC"
@@ -36,21 +43,21 @@ class QuietHours(Wire):
         return value
 
 
-class Constraints(Wire):
-    channels: list[Channel] | None = None
-    max_per_user: int | None = Field(None, ge=0)
-    cooldown_hours: float | None = Field(None, ge=0)
-    max_per_day: int | None = Field(None, ge=0)
+class Constraints(Strict):
+    channels: list[Channel] | None = Field(None, max_length=len(Channel.__args__))
+    max_per_user: int | None = Field(None, ge=0, le=1_000_000)
+    cooldown_hours: float | None = Field(None, ge=0, le=87_600)      # ten years
+    max_per_day: int | None = Field(None, ge=0, le=1_000_000)
     quiet_hours: QuietHours | None = None
     min_confidence: float | None = Field(None, ge=0, le=1)
     require_approval: bool | None = None
 
 
-class Escalate(Wire):
+class Escalate(Strict):
     severity: Literal["Critical", "High", "Medium", "Low"] = "Medium"
 
 
-class StrategyHints(Wire):
+class StrategyHints(Strict):
     goal: str | None = Field(None, max_length=500)
     tone: str | None = Field(None, max_length=200)
     preferred_channel: Channel | None = None

@@ -1,10 +1,14 @@
 """Playbooks: create within the plan, update, status changes, archive, success rates and
-the audience count of a condition tree."""
+the audience count of a condition tree. Every write checks the conditions, constraints
+and hints; a stored playbook that no longer validates is left out by the engine
+(`active`, `usable`) and listed by `cs doctor` (`problems`)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -15,9 +19,13 @@ from ..engine import conditions
 from ..errors import NotFound, PlanLimit, ValidationFailed
 from ..interventions.models import Intervention
 from ..tenants import service as tenants
+from ..schemas import error_details
 from .models import Playbook
+from .schemas import Constraints, StrategyHints
 
+log = logging.getLogger(__name__)
 DECIDED = ("positive", "negative", "neutral")
+SETTINGS_MODELS: dict[str, type[BaseModel]] = {"constraints": Constraints, "strategy_hints": StrategyHints}
 
 
 def check_conditions(tree: dict | None, field: str) -> dict:
@@ -31,6 +39,18 @@ def check_conditions(tree: dict | None, field: str) -> dict:
     return tree
 
 
+def check_settings(value: dict | None, field: str) -> dict:
+    """`constraints` or `strategy_hints` as stored: typed by their model (unknown keys
+    dropped); ValidationFailed naming the field (`constraints.cooldown_hours`)."""
+    if value is not None and not isinstance(value, dict):
+        raise ValidationFailed(f"invalid {field}: must be an object", [{"field": field, "message": "must be an object"}])
+    try:
+        return SETTINGS_MODELS[field].model_validate(value or {}).model_dump(exclude_unset=True)
+    except ValidationError as exc:
+        details = error_details(exc, field)
+        raise ValidationFailed(f"invalid {field}: {details[0]['field']}: {details[0]['message']}", details) from None
+
+
 def _apply(playbook: Playbook, fields: dict) -> None:
     for name in ("entry_conditions", "exit_conditions"):
         if name in fields:
@@ -38,9 +58,55 @@ def _apply(playbook: Playbook, fields: dict) -> None:
     for name in ("name", "lifecycle_area"):
         if name in fields and (fields[name] is not None or name == "lifecycle_area"):
             setattr(playbook, name, fields[name])
-    for name in ("constraints", "strategy_hints"):
+    for name in SETTINGS_MODELS:
         if name in fields:
-            setattr(playbook, name, fields[name] or {})
+            setattr(playbook, name, check_settings(fields[name], name))
+
+
+def problems(playbook: Playbook) -> list[dict]:
+    """What of a stored playbook does not validate now: [{field, message}] (empty when
+    it is fine). Conditions name the first bad node of each tree."""
+    found = []
+    for name in ("entry_conditions", "exit_conditions"):
+        try:
+            check_conditions(getattr(playbook, name), name)
+        except ValidationFailed as exc:
+            found += exc.extra["details"]
+    for name in SETTINGS_MODELS:
+        try:
+            check_settings(getattr(playbook, name), name)
+        except ValidationFailed as exc:
+            found += exc.extra["details"]
+    return found
+
+
+_verdicts: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
+def _bad_fields(playbook: Playbook) -> tuple[str, ...]:
+    """The fields of `problems`, remembered per (id, revision): every update through the
+    ORM moves the revision."""
+    key = (playbook.id, playbook.revision)
+    fields = _verdicts.get(key)
+    if fields is None:
+        found = problems(playbook)
+        if found:
+            log.warning("playbook %s of tenant %s is skipped: %s: %s (see cs doctor)", playbook.id,
+                        playbook.tenant_id, found[0]["field"], found[0]["message"])
+        if len(_verdicts) >= 4096:
+            _verdicts.clear()
+        fields = _verdicts[key] = tuple(d["field"] for d in found)
+    return fields
+
+
+def usable(playbook: Playbook) -> bool:
+    """Whether the engine may act on this playbook: it validates as a write would."""
+    return not _bad_fields(playbook)
+
+
+def exit_usable(playbook: Playbook) -> bool:
+    """Whether the playbook's exit conditions validate (outcomes need only those)."""
+    return not any(f.startswith("exit_conditions") for f in _bad_fields(playbook))
 
 
 def create(session: Session, tenant_id: str, fields: dict, *, now: datetime, test: bool = False) -> Playbook:
@@ -95,8 +161,27 @@ def list_all(session: Session) -> list[Playbook]:
 
 
 def active(session: Session) -> list[Playbook]:
+    """The active playbooks the engine acts on: those that validate (`usable`)."""
+    return [p for p in active_stored(session) if usable(p)]
+
+
+def active_stored(session: Session) -> list[Playbook]:
     return list(session.scalars(select(Playbook).where(Playbook.status == "active")
                                 .order_by(Playbook.created_at, Playbook.id)))
+
+
+def skipped(playbooks: list[Playbook]) -> list[Playbook]:
+    return [p for p in playbooks if not usable(p)]
+
+
+def describe_skipped(playbooks: list[Playbook]) -> str:
+    """One line naming the playbooks left out and their first problem (ids and field
+    paths only: it is shown on the health check)."""
+    parts = []
+    for p in playbooks:
+        found = problems(p)
+        parts.append(f"playbook {p.id}: {found[0]['field']}" if found else f"playbook {p.id}")
+    return "stored data that no longer validates: " + "; ".join(parts) + " (see cs doctor)"
 
 
 def success_rates(session: Session) -> dict[str, float | None]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import Column, Text
 from sqlmodel import Field, SQLModel
 
 from ..db import id_field, json_field, time_field
@@ -24,4 +25,6 @@ class Tenant(SQLModel, table=True):
     partner: bool = False
     partner_tenant_id: str | None = Field(default=None, foreign_key="tenants.id", index=True, max_length=36)
     stripe_customer_id: str | None = Field(default=None, max_length=255, unique=True, index=True)  # the billing account
+    # config.crm_webhook_secret, encrypted (crypto.py); never shown, only whether it is set
+    crm_webhook_secret_enc: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     created_at: datetime = time_field(nullable=False)

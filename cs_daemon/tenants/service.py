@@ -10,15 +10,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .. import plans
+from .. import crypto, plans
 from ..auth import service as auth
 from ..db import locked, new_id
 from ..errors import NotFound, ValidationFailed
+from ..integrations import netguard
 from ..team.models import Member
+from . import config as tenant_config
 from .models import Tenant
 
 SHADOW_MODE_DURATION = timedelta(hours=72)
-APPROVAL_MODES = ("suggest_only", "semi_auto", "full_auto")
+APPROVAL_MODES = tenant_config.APPROVAL_MODES
 
 
 def locked_for_limits(session: Session, tenant_id: str) -> Tenant:
@@ -96,10 +98,29 @@ def get(session: Session, tenant_id: str, *, now: datetime) -> Tenant:
     tenant = session.get(Tenant, tenant_id)
     if tenant is None:
         raise NotFound("tenant not found")
-    expires = (tenant.config or {}).get("shadow_mode_expires_at")
-    if tenant.shadow_mode and expires and datetime.fromisoformat(expires) <= now:
-        _set_shadow(tenant, False, now)
+    if tenant.shadow_mode:
+        expire_shadow_mode(tenant, now)
     return tenant
+
+
+def expire_shadow_mode(tenant: Tenant, now: datetime) -> bool:
+    """Switch shadow mode off once its 72 hours are over; True when it did. An expiry
+    that cannot be read keeps shadow mode on (nothing is sent by mistake; cs doctor
+    reports it)."""
+    expires = tenant_config.read(tenant.config).shadow_mode_expires
+    if tenant.shadow_mode and expires is not None and expires <= now:
+        _set_shadow(tenant, False, now)
+        return True
+    return False
+
+
+def config_of(tenant: Tenant) -> tenant_config.TenantConfig:
+    """The tenant's config, typed; values stored invalid take their defaults."""
+    return tenant_config.read(tenant.config)
+
+
+def shown_config(tenant: Tenant) -> dict:
+    return tenant_config.shown(tenant.config, secret_set=bool(tenant.crm_webhook_secret_enc))
 
 
 def list_all(session: Session) -> list[Tenant]:
@@ -119,13 +140,18 @@ def update_settings(
     config: dict | None = None,
     approval_mode: str | None = None,
     onboarding_completed: bool | None = None,
+    secret_key: str | None = None,
+    allow_private: bool = False,
 ) -> Tenant:
-    """Rename and merge config keys (a key set to null is removed)."""
+    """Rename and merge config keys (a key set to null is removed). The merged config
+    must validate (docs/tenant-config.md); the CRM secret is kept encrypted apart, and
+    a new CRM URL passes the webhook URL policy."""
     tenant = get(session, tenant_id, now=now)
     if name is not None:
         tenant.name = name
+    incoming = {k: v for k, v in (config or {}).items() if k not in tenant_config.SHOWN_ONLY}
     merged = dict(tenant.config or {})
-    for key, value in (config or {}).items():
+    for key, value in incoming.items():
         if value is None:
             merged.pop(key, None)
         else:
@@ -134,20 +160,39 @@ def update_settings(
         merged["approvalMode"] = approval_mode
     if onboarding_completed is not None:
         merged["onboardingCompleted"] = onboarding_completed
-    _validate_config(merged)
+    typed = tenant_config.check(merged)
+    secret = merged.pop("crm_webhook_secret", None)       # never stored in the config
+    secret_changed = "crm_webhook_secret" in incoming or secret is not None
+    if typed.crm_webhook_url and not (secret or (tenant.crm_webhook_secret_enc and not secret_changed)):
+        raise ValidationFailed("invalid settings: config.crm_webhook_secret is required with crm_webhook_url",
+                               [{"field": "config.crm_webhook_secret", "message": "is required with crm_webhook_url"}])
+    if "crm_webhook_url" in incoming and typed.crm_webhook_url:
+        _check_crm_url(typed.crm_webhook_url, allow_private=allow_private)
+    if secret_changed:
+        if secret is not None and secret_key is None:
+            raise RuntimeError("storing the CRM secret needs the secret key")
+        tenant.crm_webhook_secret_enc = crypto.encrypt(secret_key, secret) if secret is not None else None
     tenant.config = merged
     return tenant
 
 
-def _validate_config(config: dict) -> None:
-    details = []
-    mode = config.get("approvalMode")
-    if mode is not None and mode not in APPROVAL_MODES:
-        details.append({"field": "config.approvalMode", "message": f"must be one of {', '.join(APPROVAL_MODES)}"})
-    if config.get("crm_webhook_url") and not config.get("crm_webhook_secret"):
-        details.append({"field": "config.crm_webhook_secret", "message": "is required with crm_webhook_url"})
-    if details:
-        raise ValidationFailed("invalid settings", details)
+def _check_crm_url(url: str, *, allow_private: bool) -> None:
+    """https, or http where private URLs are allowed; and the webhook URL policy
+    (integrations/netguard.py), as for webhook endpoints."""
+    try:
+        if not url.startswith("https://") and not allow_private:
+            raise netguard.UrlRefused("must be an https:// URL")
+        netguard.check(url, allow_private=allow_private)
+    except netguard.UrlRefused as exc:
+        raise ValidationFailed(f"invalid settings: config.crm_webhook_url: {exc}",
+                               [{"field": "config.crm_webhook_url", "message": str(exc)}]) from None
+
+
+def crm_secret(tenant: Tenant, secret_key: str) -> str | None:
+    """The CRM signing secret, decrypted; None when none is set."""
+    if not tenant.crm_webhook_secret_enc:
+        return None
+    return crypto.decrypt(secret_key, tenant.crm_webhook_secret_enc)
 
 
 def update_brand(session: Session, tenant_id: str, *, now: datetime, fields: dict) -> Tenant:

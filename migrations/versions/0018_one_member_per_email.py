@@ -1,7 +1,7 @@
 """one live member per email and tenant
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-11-27 10:00:00.000000
 
 Two concurrent accepts of one invitation could make two members (and two keys) for one
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 
 revision = '0018'
-down_revision = '0016'
+down_revision = '0017'
 branch_labels = None
 depends_on = None
 

@@ -18,18 +18,18 @@ NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
 USERS = [
     dict(id="ada", name="Ada", email="ada@analytical.io", company="Analytical", locale="de", team_size=12,
          lifecycle_stage="engaged", risk_level="low", health=81.5, activation_score=100, engagement_score=70,
-         traits={"plan": "pro", "seats": 5, "tags": ["beta", "vip"], "score": 7.5, "flag": True},
+         traits={"plan": "pro", "seats": 5, "tags": ["beta", "vip"], "score": 7.5, "flag": True, "beta": True},
          idle=1, age=200, events={"invited_teammate": [2, 20], "created_project": [1]}),
     dict(id="bob", name=None, email=None, company="Bobcorp", locale="en", team_size=None,
          lifecycle_stage="onboarding", risk_level="medium", health=42, activation_score=50, engagement_score=30,
-         traits={"plan": "free", "seats": "5", "tags": ["alpha"]},
+         traits={"plan": "free", "seats": "5", "tags": ["alpha"], "beta": False},
          idle=5, age=6, events={"created_project": [5], "exported": [14]}),
     dict(id="cy", name="Cy", email="cy@example.com", company=None, locale=None, team_size=3,
          lifecycle_stage="at_risk", risk_level="critical", health=12, activation_score=0, engagement_score=2,
-         traits={"matrix": [["beta"], [5]]}, idle=None, age=40, events={}),
+         traits={"matrix": [["beta"], [5]], "beta": 1}, idle=None, age=40, events={}),
     dict(id="dee", name="Dee", email="dee@Analytical.io", company="analytical", locale="de", team_size=5,
          lifecycle_stage="churned", risk_level="critical", health=0, activation_score=100, engagement_score=0,
-         traits={"plan": "pro", "seats": 40, "nested": {"a": 1}, "tags": "beta-tester"},
+         traits={"plan": "pro", "seats": 40, "nested": {"a": 1}, "tags": "beta-tester", "beta": "true"},
          idle=45, age=300, events={"invited_teammate": [60], "Invited_Teammate": [44],
                                    "exported": [timedelta(days=14, microseconds=1), 1, 2]}),
 ]
@@ -130,6 +130,27 @@ CASES = [
     ({"field": "traits.matrix", "op": "contains", "value": 5}, set()),
     ({"field": "traits.tags", "op": "in", "value": []}, set()),
     ({"field": "traits.tags", "op": "nin", "value": []}, {"dee"}),
+    # booleans are values of their own kind: true is neither 1 nor "true"
+    ({"field": "traits.beta", "op": "eq", "value": True}, {"ada"}),
+    ({"field": "traits.beta", "op": "eq", "value": False}, {"bob"}),
+    ({"field": "traits.beta", "op": "neq", "value": False}, {"ada"}),        # 1 and "true" are not booleans
+    ({"field": "traits.beta", "op": "neq", "value": True}, {"bob"}),
+    ({"field": "traits.beta", "op": "in", "value": [True]}, {"ada"}),
+    ({"field": "traits.beta", "op": "in", "value": [True, False]}, {"ada", "bob"}),
+    ({"field": "traits.beta", "op": "in", "value": [1]}, {"cy"}),
+    ({"field": "traits.beta", "op": "in", "value": [True, "true"]}, {"ada", "dee"}),
+    ({"field": "traits.beta", "op": "nin", "value": [False]}, {"ada", "cy", "dee"}),
+    ({"field": "traits.beta", "op": "nin", "value": [True, 1, "true"]}, {"bob"}),
+    ({"field": "traits.beta", "op": "eq", "value": "true"}, {"dee"}),
+    ({"field": "traits.beta", "op": "eq", "value": 1}, {"cy"}),
+    ({"not": {"field": "traits.beta", "op": "eq", "value": True}}, {"bob", "cy", "dee"}),
+    ({"not": {"field": "traits.beta", "op": "nin", "value": [True, False]}}, {"ada", "bob"}),
+    ({"field": "traits.flag", "op": "neq", "value": False}, {"ada"}),
+    ({"field": "traits.missing", "op": "neq", "value": False}, set()),
+    ({"field": "team_size", "op": "eq", "value": True}, set()),
+    ({"field": "team_size", "op": "nin", "value": [True]}, {"ada", "cy", "dee"}),
+    ({"field": "name", "op": "in", "value": [True, "Cy"]}, {"cy"}),
+    ({"field": "days_since_signup", "op": "neq", "value": False}, set()),
 ]
 
 
@@ -207,6 +228,13 @@ def test_both_back_ends_pass_the_shared_cases(rt, seeded, tree, expected):
     ({"event": "", "count": {"op": "eq", "value": 0}}, "$.event"),
     ({"event": "x", "count": {"op": "in", "value": 0}}, "$.count"),
     ({"event": "x", "within_days": -1}, "$.within_days"),
+    ({"event": "x", "within_days": 1e6}, "$.within_days"),
+    ({"all": [{"any": [{"event": "x", "within_days": 3650.5}]}]}, "$.all[0].any[0].within_days"),
+    ({"field": "traits.beta", "op": "lt", "value": True}, "$.value"),
+    ({"field": "traits.beta", "op": "contains", "value": True}, "$.value"),
+    ({"field": "traits.beta", "op": "in", "value": [None]}, "$.value"),
+    ({"field": "traits.plan", "op": "in", "value": ["x"] * 1001}, "$.value"),
+    ({"field": "traits." + "x" * 300, "op": "eq", "value": 1}, "$.field"),
     ({"trigger": "signed_up"}, "$.trigger"),
     ({"all": [], "any": []}, "$"),
     ({"weird": 1}, "$"),
@@ -215,6 +243,36 @@ def test_validator_names_the_bad_node(tree, path):
     with pytest.raises(cond.ConditionError) as err:
         cond.validate(tree)
     assert err.value.path == path
+
+
+def _nested(depth: int) -> dict:
+    tree = {"field": "health", "op": "gt", "value": 1}
+    for _ in range(depth - 1):
+        tree = {"not": tree}
+    return tree
+
+
+def test_trees_nest_at_most_ten_levels():
+    cond.validate(_nested(10))
+    with pytest.raises(cond.ConditionError) as err:
+        cond.validate(_nested(11))
+    assert err.value.path == "$" + ".not" * 10 and "10 levels" in err.value.message
+    deep_any = {"all": [{"any": [_nested(8)]}]}
+    cond.validate(deep_any)
+    with pytest.raises(cond.ConditionError) as err:
+        cond.validate({"all": [{"any": [_nested(9)]}]})
+    assert err.value.path == "$.all[0].any[0]" + ".not" * 8
+
+
+def test_trees_hold_at_most_two_hundred_conditions():
+    leaf = {"field": "health", "op": "gt", "value": 1}
+    cond.validate({"all": [leaf] * 199})                     # 199 leaves and the all: 200
+    with pytest.raises(cond.ConditionError) as err:
+        cond.validate({"all": [leaf] * 200})
+    assert err.value.path == "$.all[199]" and "200 conditions" in err.value.message
+    with pytest.raises(cond.ConditionError) as err:          # empty nodes count as well
+        cond.validate({"any": [{"all": []}] * 250})
+    assert err.value.path == "$.any[199]"
 
 
 # -- property: random trees × random users agree on both databases ------------------------
@@ -250,7 +308,9 @@ def leaves(draw):
     if op == "exists":
         value = draw(st.booleans())
     elif op in ("in", "nin"):
-        value = draw(st.lists(scalars, max_size=3))
+        value = draw(st.lists(scalars | st.booleans(), max_size=3))
+    elif op in ("eq", "neq"):
+        value = draw(scalars | st.booleans())
     else:
         value = draw(scalars)
     return {"field": draw(leaf_field), "op": op, "value": value}

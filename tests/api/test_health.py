@@ -30,7 +30,7 @@ def test_health_ok_with_a_live_worker(client, worker, settings):
     assert resp.status_code == 200
     body = resp.json
     assert body["status"] == "ok"
-    assert set(body["checks"]) == {"database", "cache", "llm", "jobs"}
+    assert set(body["checks"]) == {"database", "cache", "llm", "jobs", "sweeps"}
     assert body["checks"]["database"]["status"] == "ok"
     assert body["checks"]["cache"]["status"] == ("ok" if settings.redis_url else "disabled")
     assert body["checks"]["llm"]["status"] == "disabled"

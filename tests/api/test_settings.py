@@ -33,7 +33,7 @@ def test_patch_settings_merges_config(client, tenant):
     assert cfg["onboardingCompleted"] is True and "unknown_field" not in cfg
     resp = client.patch("/api/settings", headers=h, json={"config": {"x": None, "y": 2}})
     assert resp.json["config"] == {"milestones": ["created_project"], "approvalMode": "semi_auto",
-                                   "onboardingCompleted": True, "y": 2}
+                                   "onboardingCompleted": True, "y": 2, "crm_webhook_secret_set": False}
     stored = client.get("/api/settings", headers=h).json["tenant"]
     assert stored["name"] == "Acme Inc" and stored["config"]["y"] == 2
 

@@ -127,7 +127,7 @@ def test_embedded_serve_demo_answers_health_and_the_printed_curl(tmp_path):
         body = health.json()
         assert body["status"] == "ok"
         checks = {name: c["status"] for name, c in body["checks"].items()}
-        assert checks == {"database": "ok", "cache": "disabled", "llm": "disabled", "jobs": "ok"}
+        assert checks == {"database": "ok", "cache": "disabled", "llm": "disabled", "jobs": "ok", "sweeps": "ok"}
 
         settings = _run_printed_curl(curl_line)
         assert settings["tenant"]["name"] == "Demo"
@@ -176,7 +176,7 @@ def test_production_serve_is_healthy_and_stops_every_child(tmp_path, migrated_db
         body = health.json()
         assert body["status"] == "ok", body
         checks = {name: c["status"] for name, c in body["checks"].items()}
-        assert checks == {"database": "ok", "cache": "ok", "llm": "disabled", "jobs": "ok"}
+        assert checks == {"database": "ok", "cache": "ok", "llm": "disabled", "jobs": "ok", "sweeps": "ok"}
 
         # The whole tree: gunicorn master + CS_WEB_PROCESSES (2) workers, dramatiq + 1 worker.
         deadline = Deadline(20)

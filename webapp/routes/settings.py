@@ -20,7 +20,7 @@ api = Api("Settings")
 def get_settings(call: Call):
     tenant = tenants.get(call.session, call.tenant_id, now=call.now)
     return SettingsPublic(
-        tenant=TenantPublic.model_validate(tenant),
+        tenant=TenantPublic.model_validate(tenant).model_copy(update={"config": tenants.shown_config(tenant)}),
         brand_context=BrandContext.model_validate(tenant.brand_context) if tenant.brand_context else None,
         api_keys=[ApiKeyPublic.of(k) for k in keys.list_keys(call.session)],
     )
@@ -30,11 +30,13 @@ def get_settings(call: Call):
            response=SettingsUpdated, errors=(400, 404), summary="Rename the tenant and merge keys into its config")
 def patch_settings(call: Call):
     data: SettingsUpdate = call.body
+    settings = call.rt.settings
     tenant = tenants.update_settings(
         call.session, call.tenant_id, now=call.now, name=data.name, config=data.config,
         approval_mode=data.approvalMode, onboarding_completed=data.onboardingCompleted,
+        secret_key=settings.secret_key, allow_private=settings.private_webhook_urls_allowed,
     )
-    return SettingsUpdated(name=tenant.name, config=tenant.config)
+    return SettingsUpdated(name=tenant.name, config=tenants.shown_config(tenant))
 
 
 @api.route("PATCH", "/api/settings/brand", access="write", configures=True, body=BrandContext,

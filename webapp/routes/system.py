@@ -14,10 +14,20 @@ from ..api import Api, Call, render
 api = Api("System")
 
 
+class SweepFailure(Wire):
+    sweep: str
+    tenant_id: str
+    error: str
+    at: str
+    count: int
+
+
 class CheckResult(Wire):
     status: str
     latency_ms: float | None = None
     error: str | None = None
+    failing: int | None = None                  # the sweeps check: tenants whose sweep failed
+    failures: list[SweepFailure] | None = None
 
 
 class HealthReport(Wire):

@@ -1,0 +1,127 @@
+"""Periodic sweeps, one tenant at a time: each tenant's work runs in its own
+transaction(s) and error boundary, so one tenant's failure never stops another's.
+
+`for_each_tenant(rt, sweep, tenant_ids, work)` calls `work(tenant_id)` for each tenant.
+A tenant whose work raises is logged with its id, counted, and recorded in the shared
+cache (Redis in production, the process's memory in the embedded mode) as a failure of
+that sweep, which `GET /api/health` shows under the `sweeps` check; the next tenant goes
+on. The record is cleared as soon as the tenant's sweep succeeds again, and forgotten
+FORGET_AFTER after its last failure (a tenant no longer swept). docs/api.md, "Health".
+
+`work` raises SkippedStoredData after its work is done (committed) when it had to leave
+out stored data that no longer validates (a playbook written before today's rules): the
+rest of the tenant's work is done, and the failure record says what was left out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Callable, Iterable
+
+log = logging.getLogger(__name__)
+
+FAILURES_KEY = "sweeps:failures"        # a hash: "<sweep>:<tenant id>" -> the failure as JSON
+FORGET_AFTER = timedelta(hours=1)
+ERROR_CHARS = 300
+
+
+class SkippedStoredData(Exception):
+    """The tenant's work was done, but for stored data that no longer validates."""
+
+
+@dataclass
+class Tally:
+    tenants: int = 0
+    done: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+def for_each_tenant(rt, sweep: str, tenant_ids: Iterable[str], work: Callable[[str], int | None]) -> Tally:
+    """Run `work(tenant_id)` for each tenant, each in its own error boundary; returns
+    how many tenants ran, the sum of what `work` returned, and the tenants that failed."""
+    failing = _failing(rt.cache, sweep)
+    tally = Tally()
+    for tenant_id in tenant_ids:
+        tally.tenants += 1
+        try:
+            tally.done += work(tenant_id) or 0
+        except Exception as exc:  # the boundary: this tenant's failure is recorded, the rest go on
+            tally.failed.append(tenant_id)
+            if isinstance(exc, SkippedStoredData):
+                log.warning("%s: tenant %s: %s", sweep, tenant_id, exc)
+            else:
+                log.exception("%s: tenant %s failed: %s", sweep, tenant_id, _one_line(exc))
+            _record(rt, sweep, tenant_id, exc, failing.get(tenant_id))
+        else:
+            if tenant_id in failing:
+                _forget(rt.cache, [f"{sweep}:{tenant_id}"])
+    if tally.failed:
+        log.warning("%s: %d of %d tenants failed", sweep, len(tally.failed), tally.tenants)
+    return tally
+
+
+def failures(cache, now: datetime) -> list[dict]:
+    """Every sweep's current failures, newest first: [{sweep, tenant_id, error, at,
+    count}] (`count`: failed runs in a row). Old ones are forgotten on the way."""
+    entries, stale = [], []
+    for name, raw in _read(cache).items():
+        entry = _parse(raw)
+        if entry is None or datetime.fromisoformat(entry["at"]) < now - FORGET_AFTER:
+            stale.append(name)
+        else:
+            entries.append(entry)
+    if stale:
+        _forget(cache, stale)
+    return sorted(entries, key=lambda e: (e["at"], e["sweep"], e["tenant_id"]), reverse=True)
+
+
+def _failing(cache, sweep: str) -> dict[str, dict]:
+    prefix = sweep + ":"
+    found = {}
+    for name, raw in _read(cache).items():
+        entry = _parse(raw) if name.startswith(prefix) else None
+        if entry is not None:
+            found[name[len(prefix):]] = entry
+    return found
+
+
+def _record(rt, sweep: str, tenant_id: str, exc: Exception, before: dict | None) -> None:
+    entry = {"sweep": sweep, "tenant_id": tenant_id, "error": _one_line(exc), "at": rt.now().isoformat(),
+             "count": (before or {}).get("count", 0) + 1}
+    try:
+        rt.cache.hset(FAILURES_KEY, f"{sweep}:{tenant_id}", json.dumps(entry))
+    except Exception as cache_error:  # an unreachable cache must not stop the sweep
+        log.warning("%s: failure of tenant %s not recorded: %s", sweep, tenant_id, cache_error)
+
+
+def _read(cache) -> dict[str, str]:
+    try:
+        return cache.hgetall(FAILURES_KEY)
+    except Exception as exc:
+        log.warning("sweep failures not read: %s", exc)
+        return {}
+
+
+def _forget(cache, names: list[str]) -> None:
+    try:
+        cache.hdel(FAILURES_KEY, *names)
+    except Exception as exc:
+        log.warning("sweep failures not cleared: %s", exc)
+
+
+def _parse(raw: str) -> dict | None:
+    try:
+        entry = json.loads(raw)
+        datetime.fromisoformat(entry["at"])
+        return entry
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _one_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    return text[:ERROR_CHARS]
