@@ -23,6 +23,7 @@ class Cache(Protocol):
     def set(self, key: str, value: str, ttl: int | None = None) -> None: ...
     def later(self, ops: list[tuple]) -> Callable[[], list]: ...
     def add(self, key: str, value: str, ttl: int) -> bool: ...
+    def delete(self, key: str) -> None: ...
     def ping(self) -> None: ...
 
 
@@ -56,6 +57,10 @@ class MemoryCache:
                 return False
             self._data[key] = (value, time.monotonic() + ttl)
             return True
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
 
     def _incr(self, key: str, ttl: int) -> int:
         with self._lock:
@@ -98,6 +103,9 @@ class RedisCache:
 
     def add(self, key: str, value: str, ttl: int) -> bool:
         return bool(self.client.set(self.prefix + key, value, ex=ttl, nx=True))
+
+    def delete(self, key: str) -> None:
+        self.client.delete(self.prefix + key)
 
     def later(self, ops: list[tuple]) -> Callable[[], list]:
         """Send the operations now in one pipeline; the returned function reads their
