@@ -179,7 +179,7 @@ def send(rt, claimed: Claimed, now: datetime) -> http.Outcome:
     hdrs = signed_headers(secret=secret, body=body, delivery_id=claimed.id,
                           event_id=claimed.subject_id, now=now, extra=claimed.headers)
     return http.post(claimed.url, body, hdrs, allow_private=rt.settings.private_webhook_urls_allowed,
-                     deadline_s=DEADLINE_SECONDS)
+                     deadline_s=DEADLINE_SECONDS, tenant=claimed.tenant_id)
 
 
 def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: datetime,

@@ -35,9 +35,9 @@ def check_schema(schema: dict) -> None:
                                [{"field": "parameters_schema", "message": exc.message}]) from None
 
 
-def _check_url(url: str, allow_private: bool) -> None:
+def _check_url(url: str, allow_private: bool, tenant_id: str | None = None) -> None:
     try:
-        netguard.check(url, allow_private=allow_private)
+        netguard.check(url, allow_private=allow_private, tenant=tenant_id)
     except netguard.UrlRefused as exc:
         raise ValidationFailed(f"delivery_webhook refused: {exc}",
                                [{"field": "delivery_webhook", "message": str(exc)}]) from None
@@ -46,7 +46,7 @@ def _check_url(url: str, allow_private: bool) -> None:
 def create_type(session: Session, tenant_id: str, fields: dict, *, now: datetime, secret_key: str,
                 allow_private: bool, platform_id: str | None = None) -> tuple[ActionType, str]:
     check_schema(fields["parameters_schema"])
-    _check_url(fields["delivery_webhook"], allow_private)
+    _check_url(fields["delivery_webhook"], allow_private, tenant_id)
     if find_type(session, fields["name"]) is not None:
         raise Conflict(f"an action type named {fields['name']!r} already exists")
     secret = secrets.token_hex(32)
@@ -87,7 +87,7 @@ def update_type(session: Session, type_id: str, fields: dict, *, now: datetime, 
     if fields.get("parameters_schema") is not None:
         check_schema(fields["parameters_schema"])
     if fields.get("delivery_webhook") is not None:
-        _check_url(fields["delivery_webhook"], allow_private)
+        _check_url(fields["delivery_webhook"], allow_private, action_type.tenant_id)
     if fields.get("name") and fields["name"] != action_type.name and find_type(session, fields["name"]):
         raise Conflict(f"an action type named {fields['name']!r} already exists")
     for key, value in fields.items():

@@ -28,9 +28,9 @@ def _check_events(events: list[str] | None) -> None:
         raise ValidationFailed(f"unknown event type {bad[0]['message'].split()[-1]}", bad)
 
 
-def _check_url(url: str, *, allow_private: bool) -> None:
+def _check_url(url: str, *, allow_private: bool, tenant_id: str | None) -> None:
     try:
-        netguard.check(url, allow_private=allow_private)
+        netguard.check(url, allow_private=allow_private, tenant=tenant_id)
     except netguard.UrlRefused as exc:
         raise ValidationFailed(f"url refused: {exc}", [{"field": "url", "message": str(exc)}]) from None
 
@@ -50,7 +50,7 @@ def register(session: Session, tenant_id: str, *, url: str, description: str | N
                         "delete one or upgrade", current=current, limit=plan.webhook_endpoints,
                         upgrade_to=plan.upgrade_to)
     _check_events(events)
-    _check_url(url, allow_private=allow_private)
+    _check_url(url, allow_private=allow_private, tenant_id=tenant_id)
     secret = secrets.token_hex(32)
     endpoint = WebhookEndpoint(tenant_id=tenant_id, url=url, description=description,
                                subscribed_events=None if events is None else list(dict.fromkeys(events)),
@@ -96,7 +96,7 @@ def update(session: Session, endpoint_id: str, fields: dict, *, now: datetime,
         _check_events(fields["events"])
         endpoint.subscribed_events = None if fields["events"] is None else list(dict.fromkeys(fields["events"]))
     if fields.get("url") is not None:
-        _check_url(fields["url"], allow_private=allow_private)
+        _check_url(fields["url"], allow_private=allow_private, tenant_id=endpoint.tenant_id)
         endpoint.url = fields["url"]
     if "description" in fields:
         endpoint.description = fields["description"]
