@@ -21,6 +21,7 @@ from ..errors import Conflict, NotFound, ValidationFailed
 from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..outbox import service as outbox
+from . import patterns
 from .models import ActionType, ExternalAction
 
 EXPIRE_AFTER = timedelta(days=7)
@@ -33,6 +34,11 @@ def check_schema(schema: dict) -> None:
     except SchemaError as exc:
         raise ValidationFailed(f"parameters_schema is not a valid JSON Schema: {exc.message}",
                                [{"field": "parameters_schema", "message": exc.message}]) from None
+    try:
+        patterns.check(schema)
+    except patterns.PatternRefused as exc:
+        raise ValidationFailed(f"parameters_schema refused: {exc}",
+                               [{"field": "parameters_schema", "message": str(exc)}]) from None
 
 
 def _check_url(url: str, allow_private: bool, tenant_id: str | None = None) -> None:
@@ -104,8 +110,12 @@ def deactivate_type(session: Session, type_id: str, *, now: datetime) -> ActionT
 
 
 def validate_parameters(action_type: ActionType, parameters: dict) -> None:
-    validator = validator_for(action_type.parameters_schema, default=Draft202012Validator)(action_type.parameters_schema)
-    errors = sorted(validator.iter_errors(parameters), key=lambda e: list(e.absolute_path))
+    try:
+        errors = sorted(patterns.validator(action_type.parameters_schema).iter_errors(parameters),
+                        key=lambda e: list(e.absolute_path))
+    except patterns.PatternRefused as exc:      # a schema stored before patterns were checked
+        raise ValidationFailed(f"the parameters_schema of {action_type.name} cannot be used: {exc}",
+                               [{"field": "parameters", "message": str(exc)}]) from None
     if errors:
         details = [{"field": "parameters" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path),
                     "message": e.message} for e in errors]
