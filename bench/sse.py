@@ -121,6 +121,8 @@ class Environment:
         env = service_env(DATABASE_URL=self.db_url, REDIS_URL=REDIS, CS_REDIS_PREFIX=self.prefix,
                           CS_SECRET_KEY=self.secret_key, CS_DATA_DIR=str(self.tmp / "data"),
                           CS_WEB_PROCESSES=str(a.web_processes), CS_STREAM_SLOTS=str(a.stream_slots),
+                          # one tenant, one client address: the fairness caps would measure themselves
+                          CS_STREAM_TENANT_SHARE="100", CS_ADDRESS_RATE_LIMIT="1000000",
                           CS_WORKER_PROCESSES="1", CS_WORKER_THREADS=str(a.worker_threads),
                           CS_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
         self.daemon = Tree(Service([CS, "serve", "--host", HOST, "--port", str(self.port)], env=env, cwd=self.tmp,

@@ -24,6 +24,7 @@ class Cache(Protocol):
     def set(self, key: str, value: str, ttl: int | None = None) -> None: ...
     def later(self, ops: list[tuple]) -> Callable[[], list]: ...
     def add(self, key: str, value: str, ttl: int) -> bool: ...
+    def delete(self, key: str) -> None: ...
     def ping(self) -> None: ...
     def hset(self, key: str, field: str, value: str) -> None: ...
     def hdel(self, key: str, *fields: str) -> None: ...
@@ -61,6 +62,10 @@ class MemoryCache:
                 return False
             self._data[key] = (value, time.monotonic() + ttl)
             return True
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
 
     def _incr(self, key: str, ttl: int) -> int:
         with self._lock:
@@ -117,6 +122,9 @@ class RedisCache:
 
     def add(self, key: str, value: str, ttl: int) -> bool:
         return bool(self.client.set(self.prefix + key, value, ex=ttl, nx=True))
+
+    def delete(self, key: str) -> None:
+        self.client.delete(self.prefix + key)
 
     def later(self, ops: list[tuple]) -> Callable[[], list]:
         """Send the operations now in one pipeline; the returned function reads their

@@ -7,6 +7,7 @@ this process (the embedded mode). docs/configuration.md lists every setting.
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import sys
 from functools import cached_property
@@ -47,6 +48,11 @@ class Settings(BaseSettings):
     cs_secret_key: str | None = None
     cs_web_processes: int = Field(2, ge=1, le=64)
     cs_stream_slots: int = Field(1000, ge=1, le=10_000)   # open in-app streams per API process
+    cs_stream_tenant_share: int = Field(50, ge=1, le=100)   # % of CS_STREAM_SLOTS one tenant may hold
+    cs_streams_per_token: int = Field(5, ge=1, le=1000)     # open streams of one stream token, per process
+    cs_address_rate_limit: int = Field(600, ge=1, le=1_000_000)   # a minute, per address, per keyless endpoint
+    cs_health_rate_limit: int = Field(1200, ge=1, le=1_000_000)   # a minute, per address, GET /api/health
+    cs_trusted_proxies: Annotated[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...], NoDecode] = ()
     cs_worker_processes: int = Field(1, ge=1, le=64)
     cs_worker_threads: int = Field(4, ge=1, le=256)
     cs_segment_work_mem_mb: int = Field(64, ge=4, le=4096)   # PostgreSQL work_mem of segment counts and sweeps
@@ -111,6 +117,16 @@ class Settings(BaseSettings):
     @classmethod
     def _stripe_webhook_secret(cls, value: str | None) -> str | None:
         return value and values.prefixed(value, ("whsec_",), "a Stripe webhook signing secret")
+
+    @field_validator("cs_trusted_proxies", mode="before")
+    @classmethod
+    def _trusted_proxies(cls, value):
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        try:
+            return tuple(ipaddress.ip_network(part, strict=False) for part in value or ())
+        except ValueError as exc:
+            raise ValueError(f"a comma-separated list of addresses or networks (CIDR): {exc}") from None
 
     @field_validator("stripe_prices", mode="before")
     @classmethod

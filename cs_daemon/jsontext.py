@@ -1,19 +1,22 @@
 """JSON text from outside (request bodies, connector payloads, import files), read as JSON
 that can be stored. Python's json module also reads NaN and Infinity, and reads numbers
 past a double's range as infinity; and JSON strings may hold the NUL character (\u0000),
-which no PostgreSQL text or JSON value can. Values nested deeper than MAX_DEPTH levels
-are refused too (Python's reader would run out of stack a few hundred levels further).
-All of these are refused here with `Unstorable` (a ValueError, as for malformed JSON)
-saying why."""
+which no PostgreSQL text or JSON value can, or a lone UTF-16 surrogate (\ud800 without
+its pair), which is no character at all and which no UTF-8 text (neither database, nor
+any receiver) can hold. Values nested deeper than MAX_DEPTH levels are refused too
+(Python's reader would run out of stack a few hundred levels further). All of these are
+refused here with `Unstorable` (a ValueError, as for malformed JSON) saying why."""
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any
+import re
+from typing import Any, Callable
 
 NUL = "\x00"
 _NUL_ESCAPE = "\\u0000"
+SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_DEPTH = 100
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 
@@ -34,7 +37,17 @@ def loads(text: str | bytes) -> Any:
     escape = _NUL_ESCAPE.encode() if isinstance(text, bytes) else _NUL_ESCAPE
     if escape in text and holds_nul(value):
         raise Unstorable("strings may not contain \\u0000 (the NUL character)")
+    if _may_hold_surrogate(text) and holds_surrogate(value):
+        raise Unstorable("strings may not contain a lone UTF-16 surrogate (\\ud800 to \\udfff without its pair)")
     return value
+
+
+def _may_hold_surrogate(text: str | bytes) -> bool:
+    """Bytes decoded as UTF-8 hold surrogates only where the text escapes them (\\uD83D);
+    a str may hold them raw too."""
+    if isinstance(text, bytes):
+        return b"\\ud" in text or b"\\uD" in text
+    return "\\ud" in text or "\\uD" in text or (not text.isascii() and SURROGATE.search(text) is not None)
 
 
 def depth(value: Any) -> int:
@@ -52,12 +65,21 @@ def depth(value: Any) -> int:
 
 
 def holds_nul(value: Any) -> bool:
+    return _holds(value, lambda text: NUL in text)
+
+
+def holds_surrogate(value: Any) -> bool:
+    return _holds(value, lambda text: SURROGATE.search(text) is not None)
+
+
+def _holds(value: Any, bad: Callable[[str], bool]) -> bool:
+    """Whether any string of `value`, key or value, is `bad`."""
     if isinstance(value, str):
-        return NUL in value
+        return bad(value)
     if isinstance(value, dict):
-        return any(NUL in k or holds_nul(v) for k, v in value.items())
+        return any(bad(k) or _holds(v, bad) for k, v in value.items())
     if isinstance(value, list):
-        return any(holds_nul(v) for v in value)
+        return any(_holds(v, bad) for v in value)
     return False
 
 

@@ -17,13 +17,14 @@ class Plan:
     tracked_users: int | None
     requests_per_minute: int
     upgrade_to: str | None
+    webhook_endpoints: int = 0      # active endpoints at once (docs/webhooks.md, Endpoint limits)
 
 
 PLANS = {
     "trial": Plan("trial", 3, 2, False, 1_000, 600, "starter"),
     "starter": Plan("starter", 10, 5, False, 10_000, 1_200, "growth"),
-    "growth": Plan("growth", 50, 25, True, 100_000, 6_000, "scale"),
-    "scale": Plan("scale", None, None, True, None, 30_000, None),
+    "growth": Plan("growth", 50, 25, True, 100_000, 6_000, "scale", webhook_endpoints=20),
+    "scale": Plan("scale", None, None, True, None, 30_000, None, webhook_endpoints=100),
 }
 
 

@@ -13,9 +13,9 @@ from typing import Any, Callable
 from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
-from cs_daemon import jsontext
+from cs_daemon import addresses, jsontext
 from cs_daemon.auth import keys, testmode
-from cs_daemon.auth.admission import admit
+from cs_daemon.auth.admission import admit, admit_address
 from cs_daemon.auth.access import ACCESS, refusal
 from cs_daemon.auth.service import Caller
 from cs_daemon.errors import Forbidden, NotFound, RateLimited, ServiceError, Unauthorized, ValidationFailed
@@ -41,6 +41,7 @@ class Endpoint:
     credentials: Callable[[], str | None] | None = None
     atomic: bool = True   # one transaction for the whole request
     configures: bool = False   # changes live configuration no path id names: test keys refused
+    address_limit: str = "keyless"   # keyless endpoints: which per-address limit (docs/api.md, Rate limits)
 
     @property
     def flask_path(self) -> str:
@@ -82,16 +83,20 @@ class Api:
     def route(self, method: str, path: str, *, access: str, summary: str, body=None,
               query=None, response=None, status: int = 200, errors: tuple[int, ...] = (),
               responses: dict | None = None, credentials: Callable[[], str | None] | None = None,
-              atomic: bool | None = None, configures: bool = False):
+              atomic: bool | None = None, configures: bool = False, address_limit: str = "keyless"):
         """`credentials` finds the API key where a platform's own client puts it (the
         connectors' native routes); by default it is the bearer token. A GET runs without
         a transaction around it (`atomic=False`: no BEGIN/COMMIT round trips) unless it
         says `atomic=True` because it writes more than one row that belong together.
         `configures` says a write changes the tenant's live configuration without naming
         it in the path (settings, a new webhook endpoint): a test key may not make it
-        (cs_daemon/auth/testmode.py; path ids are judged by what they name)."""
+        (cs_daemon/auth/testmode.py; path ids are judged by what they name). A keyless
+        (`public`) endpoint is limited per client address: `address_limit` is "keyless"
+        (CS_ADDRESS_RATE_LIMIT) or "health" (CS_HEALTH_RATE_LIMIT)."""
         if access not in ACCESS:
             raise ValueError(f"unknown access class {access!r}")
+        if address_limit not in ADDRESS_LIMITS:
+            raise ValueError(f"unknown address limit {address_limit!r}")
 
         def decorate(fn: Callable) -> Callable:
             self.endpoints.append(Endpoint(
@@ -99,6 +104,7 @@ class Api:
                 body=body, query=query, response=response, status=status, errors=errors,
                 tag=self.tag, responses=responses or {}, credentials=credentials,
                 atomic=method.upper() != "GET" if atomic is None else atomic, configures=configures,
+                address_limit=address_limit,
             ))
             return fn
 
@@ -134,6 +140,7 @@ def _view(ep: Endpoint) -> Callable:
 
 def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
     if ACCESS[ep.access] is None:
+        _admit_address(rt, ep)
         return None
     raw = ep.credentials() if ep.credentials else bearer_token()
     if not raw or not keys.well_formed(raw):
@@ -147,6 +154,22 @@ def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
     if why:
         raise Forbidden(why)
     return caller
+
+
+# keyless endpoints: the setting holding each per-address limit (requests a minute)
+ADDRESS_LIMITS = {"keyless": "cs_address_rate_limit", "health": "cs_health_rate_limit"}
+
+
+def _admit_address(rt: Runtime, ep: Endpoint) -> None:
+    settings = rt.settings
+    address = addresses.client(request.remote_addr, request.headers.get("X-Forwarded-For"),
+                               settings.cs_trusted_proxies)
+    limit = getattr(settings, ADDRESS_LIMITS[ep.address_limit])
+    verdict = admit_address(rt.cache, f"{ep.method}{ep.path}", address, limit, rt.now())
+    if not verdict.allowed:
+        g.rate_headers = verdict.headers()
+        raise RateLimited(f"rate limit of {limit} requests a minute from one address reached on this endpoint; "
+                          f"retry in {verdict.retry_after} s")
 
 
 def _storable(path_params: dict[str, str]) -> None:

@@ -117,8 +117,9 @@ def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
     error_codes = set(ep.errors)
     if ep.body is not None or ep.query is not None:
         error_codes.add(400)
+    error_codes.add(429)        # keyed: the key's limit; keyless: the client address's
     if rule is not None:
-        error_codes.update({401, 403, 429})
+        error_codes.update({401, 403})
     for code in sorted(error_codes):
         responses[str(code)] = {"description": _ERROR_TEXT.get(code, "Error"),
                                 "content": {"application/json": {"schema": ref_out(ErrorBody)}}}

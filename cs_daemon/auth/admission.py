@@ -1,8 +1,10 @@
-"""Admitting an API request: who is calling, and whether the key's rate limit lets it in.
+"""Admitting an API request: who is calling, and whether the key's rate limit lets it in
+(or, for the keyless endpoints, the limit of the client's address).
 
-The request is counted while its key is looked up, in one cache round trip that also
-reads the key memo's tokens (auth/memo.py): a key this process has seen and whose tenant
-has not changed needs no database read at all.
+The request is counted in one cache round trip that also reads the key memo's tokens and
+whether the key was refused a moment ago (auth/memo.py): a key this process has seen and
+whose tenant has not changed needs no database read at all, and neither does a key the
+database refused in the last minute.
 
 While the shared cache (Redis) is unreachable the API keeps serving: each request is
 counted in this process's memory instead, so a key still meets its plan's limit in each
@@ -19,9 +21,10 @@ from sqlalchemy.orm import Session
 
 from .. import ratelimit
 from ..cache import Cache, MemoryCache, new_token
+from ..errors import Unauthorized
 from ..plans import plan
 from . import keys
-from .memo import TOKEN_TTL, KeyMemo, token_keys
+from .memo import TOKEN_TTL, KeyMemo, refusal_key, remember_refusal, token_keys
 from .service import Caller, identify
 
 log = logging.getLogger(__name__)
@@ -30,34 +33,40 @@ log = logging.getLogger(__name__)
 def admit(session: Session, raw: str, *, cache: Cache, memo: KeyMemo | None,
           now: datetime) -> tuple[Caller, ratelimit.Verdict]:
     """The caller of a well-formed key and the rate-limit verdict on this request;
-    Unauthorized for an unknown, revoked or orphaned key."""
+    Unauthorized for an unknown, revoked or orphaned key (one refused in the last
+    REFUSAL_TTL seconds is refused again without reading the database)."""
     digest = keys.digest(raw)
     tenant_id = memo.tenant_of(digest) if memo else None
-    ops = [("incr", *ratelimit.counter(digest[:32], now))]
-    if tenant_id:
-        ops.append(("get", token_keys(tenant_id)))
-    answers = _send(cache, ops)
-    if tenant_id:
-        got = _read(answers, ops)   # the tokens before the database: see auth/memo.py
-        tokens = _tokens(cache, tenant_id, got[1]) if got[1] is not None else None
-        caller = memo.recall(session, digest, tokens, now) if tokens else None
-        if caller is None:
-            caller = _from_database(session, raw, digest, memo, tokens, now)
-    else:
-        try:
-            caller = _from_database(session, raw, digest, memo, None, now)
-        finally:
-            got = _read(answers, ops)
-    count = got[0]
+    ops = [("incr", *ratelimit.counter(digest[:32], now)),
+           ("get", [refusal_key(digest), *(token_keys(tenant_id) if tenant_id else [])])]
+    count, found = _read(_send(cache, ops), ops)      # before the database: see auth/memo.py
+    if found and found[0] is not None:
+        raise Unauthorized(found[0])
+    tokens = _tokens(cache, tenant_id, found[1:]) if tenant_id and found else None
+    caller = memo.recall(session, digest, tokens, now) if tokens else None
+    if caller is None:
+        caller = _from_database(session, raw, digest, memo, tokens, now, cache)
     return caller, ratelimit.judge(count, plan(caller.plan_tier).requests_per_minute, now)
 
 
 def _from_database(session: Session, raw: str, digest: str, memo: KeyMemo | None,
-                   tokens: tuple[str, ...] | None, now: datetime) -> Caller:
-    caller, last_used_at = identify(session, raw, now=now)
+                   tokens: tuple[str, ...] | None, now: datetime, cache: Cache) -> Caller:
+    try:
+        caller, last_used_at = identify(session, raw, now=now)
+    except Unauthorized as exc:
+        remember_refusal(cache, digest, exc.message)
+        raise
     if memo is not None:
         memo.remember(digest, caller, session.info["tenant"], last_used_at, tokens)
     return caller
+
+
+def admit_address(cache: Cache, endpoint: str, address: str, limit: int, now: datetime) -> ratelimit.Verdict:
+    """The verdict on a keyless request from `address` to `endpoint` (docs/api.md, Rate
+    limits); counted in this process while the cache cannot be reached, as for keys."""
+    ops = [("incr", *ratelimit.counter(f"ip:{endpoint}:{address}", now))]
+    count, _ = _read(_send(cache, ops), ops)
+    return ratelimit.judge(count, limit, now)
 
 
 def _tokens(cache: Cache, tenant_id: str, found: list[str | None]) -> tuple[str, ...] | None:
@@ -87,12 +96,14 @@ def _send(cache: Cache, ops: list[tuple]) -> Callable[[], list] | None:
         return None
 
 
-def _read(answers: Callable[[], list] | None, ops: list[tuple]) -> list:
-    """The answers of the shared cache; when it is unreachable, this process's counts
-    (and None for what only the shared cache knows: the memo's tokens)."""
+def _read(answers: Callable[[], list] | None, ops: list[tuple]) -> tuple[int, list | None]:
+    """The request's count (the first op is its `incr`) and what the other op read from the
+    shared cache; when it is unreachable, this process's count and None (what only the
+    shared cache knows: refusals and the memo's tokens)."""
     if answers is not None:
         try:
-            return answers()
+            got = answers()
+            return got[0], (got[1] if len(got) > 1 else None)
         except Exception as exc:
             log.warning("cache unreachable, the rate limit is counted in this process: %s", exc)
-    return [_LOCAL.later([op])()[0] if op[0] == "incr" else None for op in ops]
+    return _LOCAL.later([ops[0]])()[0], None

@@ -14,6 +14,15 @@ stays unseen if its token could not be set (the cache unreachable at that instan
 Only the production mode remembers: the embedded mode's cache lives in each process,
 and a `cs` command run beside `cs serve` could not change the server's tokens.
 
+Keys the database refused (unknown, revoked, or of a removed member) are remembered too,
+for REFUSAL_TTL seconds in the shared cache (in both modes), so a client repeating a bad
+key costs no database read each time. A refusal never turns into an admission on its
+own: a revoked key stays revoked. The one exception is a key issued after its refusal
+was remembered, which only a client guessing 32 random characters could meet; issuing a
+key still forgets its refusal once the key is committed. (In the embedded mode a `cs`
+command cannot reach the server's in-process cache; there the guess stays refused for
+at most a minute.)
+
 Two columns change without new tokens and are never served from the memo: a tenant's
 `tracked_users` (counted by every ingest; loaded when read) and a key's `last_used_at`
 (stamped once a minute; the memo only uses it to decide when to stamp again).
@@ -43,6 +52,7 @@ from .service import LAST_USED_RESOLUTION, Caller, touch
 log = logging.getLogger(__name__)
 
 TTL_SECONDS = 5.0
+REFUSAL_TTL = 60
 TOKEN_TTL = 7 * 24 * 3600
 SIZE = 10_000
 ALL = "*"
@@ -57,6 +67,26 @@ _TENANT_CLASS = inspect(Tenant).class_manager
 def token_keys(tenant_id: str) -> list[str]:
     """The cache keys whose values an entry of this tenant must match: global, tenant."""
     return [f"keys:{ALL}", f"keys:{tenant_id}"]
+
+
+def refusal_key(digest: str) -> str:
+    """The cache key of a refused key's refusal (the message to answer it with)."""
+    return f"nokey:{digest[:32]}"
+
+
+def remember_refusal(cache: Cache, digest: str, message: str) -> None:
+    try:
+        cache.set(refusal_key(digest), message, REFUSAL_TTL)
+    except Exception as exc:
+        log.warning("refused key not remembered, cache unreachable: %s", exc)
+
+
+def _forget_refusals(changes: list[tuple[Cache, str]]) -> None:
+    for cache, digest in dict.fromkeys(changes):
+        try:
+            cache.delete(refusal_key(digest))
+        except Exception as exc:
+            log.warning("refusal of a new key not forgotten (cache unreachable): %s", exc)
 
 
 @dataclass
@@ -147,6 +177,10 @@ def _note_flushed(session: Session, _ctx) -> None:
         attr = _TENANT_OF.get(type(obj))
         if attr is not None:
             changed(session, getattr(obj, attr))
+    settings = session.info.get("settings")
+    for obj in session.new:
+        if isinstance(obj, ApiKey) and settings is not None:
+            on_commit_each(session, _forget_refusals, (make_cache(settings), obj.digest))
 
 
 def _kept_change(obj) -> bool:

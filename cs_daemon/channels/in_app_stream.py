@@ -34,13 +34,13 @@ from typing import Iterator
 
 from ..config import Settings
 from ..tenants.models import Tenant
-from . import in_app, in_app_wakeups
+from . import in_app, in_app_wakeups, stream_caps
 from .in_app_tokens import StreamGrant
 
 HEARTBEAT_SECONDS = 15.0
 RETRY_MS = 3000
 BATCH = 100
-SLOT_RETRY_AFTER = 5
+SLOT_RETRY_AFTER = stream_caps.PROCESS_RETRY_AFTER
 
 
 def frame(event: str, data: dict, event_id: int | None = None) -> str:
@@ -137,32 +137,30 @@ def events(rt, grant: StreamGrant, cursor: Cursor, waiter: in_app_wakeups.Waiter
         read = woken or held
 
 
-class StreamsFull(Exception):
-    """This process holds as many streams as it may."""
-
-    def __init__(self, limit: int):
-        super().__init__(f"this server holds its maximum of {limit} in-app streams; retry in {SLOT_RETRY_AFTER} s")
-
-
 class StreamSlots:
-    """How many streams this process holds. In production each open stream keeps one
-    thread of its API process (gunicorn gthread), so the count is capped at
-    CS_STREAM_SLOTS per process; the rest of the threads stay free for API requests."""
+    """The streams this process holds, capped per process, tenant and token
+    (stream_caps.py). In production each open stream keeps one thread of its API process
+    (gunicorn gthread), so the process holds at most CS_STREAM_SLOTS and the rest of the
+    threads stay free for API requests; the embedded server gives every connection a
+    thread of its own and caps only tenants and tokens."""
 
-    def __init__(self):
-        self.open = 0
+    def __init__(self, settings: Settings):
+        self.counts = stream_caps.Counts(stream_caps.Caps.of(
+            slots=settings.cs_stream_slots, tenant_share=settings.cs_stream_tenant_share,
+            per_token=settings.cs_streams_per_token, capped=settings.production))
         self._lock = threading.Lock()
 
-    def take(self, settings: Settings) -> None:
-        limit = settings.cs_stream_slots if settings.production else None
-        with self._lock:
-            if limit is not None and self.open >= limit:
-                raise StreamsFull(limit)
-            self.open += 1
+    @property
+    def open(self) -> int:
+        return self.counts.open
 
-    def give_back(self) -> None:
+    def take(self, grant: StreamGrant) -> stream_caps.Holder:
         with self._lock:
-            self.open -= 1
+            return self.counts.take(grant.tenant_id, grant.token_id)
+
+    def give_back(self, holder: stream_caps.Holder) -> None:
+        with self._lock:
+            self.counts.give_back(holder)
 
 
 _slots: "weakref.WeakKeyDictionary[object, StreamSlots]" = weakref.WeakKeyDictionary()
@@ -172,21 +170,24 @@ _slots_lock = threading.Lock()
 def slots_of(rt) -> StreamSlots:
     """The stream count of one runtime (one per process in production)."""
     with _slots_lock:
-        return _slots.setdefault(rt, StreamSlots())
+        if rt not in _slots:
+            _slots[rt] = StreamSlots(rt.settings)
+        return _slots[rt]
 
 
 class OpenStream:
-    """The body of one stream response. Opening it takes a slot and subscribes to the
-    user's wake-ups (so nothing published afterwards is missed); the server iterates it,
-    and closes it when the client is gone or the stream ends, which lets both go."""
+    """The body of one stream response. Opening it takes a slot (or raises
+    stream_caps.StreamsFull) and subscribes to the user's wake-ups (so nothing published
+    afterwards is missed); the server iterates it, and closes it when the client is gone
+    or the stream ends, which lets both go."""
 
     def __init__(self, rt, grant: StreamGrant, last_event_id: int | None):
         self.slots = slots_of(rt)
-        self.slots.take(rt.settings)
+        self.holder = self.slots.take(grant)
         try:
             self.waiter = in_app_wakeups.for_settings(rt.settings).waiter(grant.tenant_id, grant.user_id)
         except BaseException:
-            self.slots.give_back()
+            self.slots.give_back(self.holder)
             raise
         self._events = events(rt, grant, Cursor(last_event_id), self.waiter)
         self._closed = False
@@ -202,4 +203,4 @@ class OpenStream:
             self._events.close()
         finally:
             self.waiter.close()
-            self.slots.give_back()
+            self.slots.give_back(self.holder)

@@ -14,12 +14,14 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from ..errors import Unauthorized
 
 LIFETIME = timedelta(hours=24)
+ALPHABET = re.compile(r"[A-Za-z0-9_.-]*")      # base64url and the dot: every character a token has
 _PURPOSE = b"cs-in-app-stream-token:"
 
 
@@ -30,6 +32,7 @@ class StreamGrant:
     tenant_id: str
     user_id: str
     expires_at: datetime
+    token_id: str = ""      # names the token (its digest) for the per-token stream cap
 
 
 def _b64(raw: bytes) -> str:
@@ -54,7 +57,7 @@ def mint(secret_key: str, tenant_id: str, user_id: str, now: datetime) -> tuple[
 
 def verify(secret_key: str, token: str | None, now: datetime) -> StreamGrant:
     """The grant of a token; Unauthorized when it is missing, forged or expired."""
-    if not token or token.count(".") != 1:
+    if not token or token.count(".") != 1 or not ALPHABET.fullmatch(token):
         raise Unauthorized("missing or malformed stream token")
     payload, signature = token.split(".")
     if not hmac.compare_digest(signature, _signature(secret_key, payload)):
@@ -66,4 +69,4 @@ def verify(secret_key: str, token: str | None, now: datetime) -> StreamGrant:
         raise Unauthorized("invalid stream token") from None
     if now >= expires_at:
         raise Unauthorized("this stream token has expired; mint a new one")
-    return StreamGrant(str(tenant_id), str(user_id), expires_at)
+    return StreamGrant(str(tenant_id), str(user_id), expires_at, hashlib.sha256(token.encode()).hexdigest()[:32])

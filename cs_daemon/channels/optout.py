@@ -1,5 +1,6 @@
-"""Opt-out (decisions §8): every email carries a signed one-click unsubscribe link; following
-it opts the user out of that channel, `user.opted_out` is emitted, and the engine never
+"""Opt-out (docs/channels.md, Unsubscribe): every email carries a signed one-click
+unsubscribe link; the link's page asks, and its POST (or a mail client's one-click POST)
+opts the user out of that channel, `user.opted_out` is emitted, and the engine never
 picks the channel for that user again (customer.opted_out).
 
 An unsubscribe token is `<payload>.<signature>`, both base64url without padding: the
@@ -82,14 +83,25 @@ def _bad_token(message: str) -> ValidationFailed:
     return ValidationFailed(message, [{"field": "token", "message": message}])
 
 
-def unsubscribe(session: Session, secret_key: str, raw_token: str | None, *, now: datetime) -> Unsubscribe:
-    """Opt the token's user out of its channel. Idempotent: a second use changes nothing
-    and emits nothing."""
+def look_up(session: Session, secret_key: str, raw_token: str | None) -> tuple[Unsubscribe, Customer]:
+    """What a token names, and its user (NotFound when the user is gone); changes nothing."""
     wanted = read_token(secret_key, raw_token)
     session.info["tenant_id"] = wanted.tenant_id      # from here on, the token's tenant only
     customer = session.get(Customer, (wanted.tenant_id, wanted.user_id))
     if customer is None:
         raise NotFound("the user of this unsubscribe link no longer exists")
+    return wanted, customer
+
+
+def is_opted_out(customer: Customer, channel: str) -> bool:
+    current = customer.opted_out or []
+    return channel in current or "all" in current
+
+
+def unsubscribe(session: Session, secret_key: str, raw_token: str | None, *, now: datetime) -> Unsubscribe:
+    """Opt the token's user out of its channel. Idempotent: a second use changes nothing
+    and emits nothing."""
+    wanted, customer = look_up(session, secret_key, raw_token)
     opt_out(session, customer, wanted.channel, now=now)
     return wanted
 
@@ -97,10 +109,9 @@ def unsubscribe(session: Session, secret_key: str, raw_token: str | None, *, now
 def opt_out(session: Session, customer: Customer, channel: str, *, now: datetime) -> bool:
     """Add the channel to the user's opt-outs and emit user.opted_out; False when the
     user was already opted out of it (or of all)."""
-    current = list(customer.opted_out or [])
-    if channel in current or "all" in current:
+    if is_opted_out(customer, channel):
         return False
-    customer.opted_out = current + [channel]        # a new list, so the JSON column is written
+    customer.opted_out = list(customer.opted_out or []) + [channel]        # a new list, so the JSON column is written
     customer.updated_at = now
     outbox.record(session, customer.tenant_id, "user.opted_out",
                   {"user_id": customer.id, "opted_out_at": now.isoformat(), "channel": channel},

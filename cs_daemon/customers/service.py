@@ -5,12 +5,12 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from .. import plans
+from .. import jsontext, plans
 from ..engine import scoring
 from ..errors import NotFound, PlanLimit, ValidationFailed
 from ..outbox import service as outbox
@@ -88,12 +88,23 @@ def _encode(c: Customer) -> str:
 
 
 def _decode(cursor: str) -> tuple[datetime, str]:
+    """The (created_at, id) a cursor of _encode holds; 400 for anything else, including a
+    time without a zone or out of range, which the query could not compare."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, user_id = json.loads(raw)
-        return datetime.fromisoformat(created), str(user_id)
-    except (ValueError, TypeError):
-        raise ValidationFailed("invalid cursor", [{"field": "cursor", "message": "not a cursor from next_cursor"}]) from None
+        created, user_id = jsontext.loads(raw)
+        if not isinstance(created, str) or not isinstance(user_id, str):
+            raise TypeError("a cursor holds two strings")
+        at = datetime.fromisoformat(created)
+        if at.tzinfo is None:
+            raise _bad_cursor("holds a time without a time zone; pass next_cursor as it was given")
+        return at.astimezone(timezone.utc), user_id
+    except (ValueError, TypeError, OverflowError):
+        raise _bad_cursor("not a cursor from next_cursor") from None
+
+
+def _bad_cursor(message: str) -> ValidationFailed:
+    return ValidationFailed(f"invalid cursor: {message}", [{"field": "cursor", "message": message}])
 
 
 def stats(session: Session, *, now: datetime) -> dict[str, int]:

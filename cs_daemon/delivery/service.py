@@ -212,7 +212,7 @@ def _post(rt, url: str, claimed: Claimed, secret: str, now: datetime) -> http.Ou
     hdrs = signed_headers(secret=secret, body=body, delivery_id=claimed.id,
                           event_id=claimed.subject_id, now=now, extra=claimed.headers)
     return http.post(url, body, hdrs, allow_private=rt.settings.private_webhook_urls_allowed,
-                     deadline_s=DEADLINE_SECONDS)
+                     deadline_s=DEADLINE_SECONDS, tenant=claimed.tenant_id)
 
 
 def _post_resolved(rt, claimed: Claimed, secret: str, now: datetime) -> http.Outcome:

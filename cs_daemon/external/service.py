@@ -23,6 +23,7 @@ from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..outbox import service as outbox
 from . import credentials as credentials_
+from . import patterns
 from .models import ActionType, ExternalAction
 
 EXPIRE_AFTER = timedelta(days=7)
@@ -35,14 +36,20 @@ def check_schema(schema: dict) -> None:
     except SchemaError as exc:
         raise ValidationFailed(f"parameters_schema is not a valid JSON Schema: {exc.message}",
                                [{"field": "parameters_schema", "message": exc.message}]) from None
+    try:
+        patterns.check(schema)
+    except patterns.PatternRefused as exc:
+        raise ValidationFailed(f"parameters_schema refused: {exc}",
+                               [{"field": "parameters_schema", "message": str(exc)}]) from None
 
 
-def _check_url(url: str, allow_private: bool, credentials: dict | None = None) -> None:
+def _check_url(url: str, allow_private: bool, tenant_id: str | None = None,
+               credentials: dict | None = None) -> None:
     """A platform's URL template is checked as the credentials fill it (and again at
     every send, as every URL is)."""
     try:
         netguard.check(url if credentials is None else credentials_.fill(url, credentials),
-                       allow_private=allow_private)
+                       allow_private=allow_private, tenant=tenant_id)
     except netguard.UrlRefused as exc:
         raise ValidationFailed(f"delivery_webhook refused: {exc}",
                                [{"field": "delivery_webhook", "message": str(exc)}]) from None
@@ -53,7 +60,7 @@ def create_type(session: Session, tenant_id: str, fields: dict, *, now: datetime
                 credentials: dict | None = None) -> tuple[ActionType, str]:
     """`credentials`: the type is a platform's, its URL a template they fill at dispatch."""
     check_schema(fields["parameters_schema"])
-    _check_url(fields["delivery_webhook"], allow_private, credentials)
+    _check_url(fields["delivery_webhook"], allow_private, tenant_id, credentials)
     if find_type(session, fields["name"]) is not None:
         raise Conflict(f"an action type named {fields['name']!r} already exists")
     secret = secrets.token_hex(32)
@@ -95,7 +102,7 @@ def update_type(session: Session, type_id: str, fields: dict, *, now: datetime, 
     if fields.get("parameters_schema") is not None:
         check_schema(fields["parameters_schema"])
     if fields.get("delivery_webhook") is not None:
-        _check_url(fields["delivery_webhook"], allow_private, credentials)
+        _check_url(fields["delivery_webhook"], allow_private, action_type.tenant_id, credentials)
     if fields.get("name") and fields["name"] != action_type.name and find_type(session, fields["name"]):
         raise Conflict(f"an action type named {fields['name']!r} already exists")
     for key, value in fields.items():
@@ -112,8 +119,12 @@ def deactivate_type(session: Session, type_id: str, *, now: datetime) -> ActionT
 
 
 def validate_parameters(action_type: ActionType, parameters: dict) -> None:
-    validator = validator_for(action_type.parameters_schema, default=Draft202012Validator)(action_type.parameters_schema)
-    errors = sorted(validator.iter_errors(parameters), key=lambda e: list(e.absolute_path))
+    try:
+        errors = sorted(patterns.validator(action_type.parameters_schema).iter_errors(parameters),
+                        key=lambda e: list(e.absolute_path))
+    except patterns.PatternRefused as exc:      # a schema stored before patterns were checked
+        raise ValidationFailed(f"the parameters_schema of {action_type.name} cannot be used: {exc}",
+                               [{"field": "parameters", "message": str(exc)}]) from None
     if errors:
         details = [{"field": "parameters" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path),
                     "message": e.message} for e in errors]

@@ -159,11 +159,14 @@ _STALE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, http.cl
 
 
 def post(url: str, body: bytes, headers: dict[str, str], *, allow_private: bool,
-         deadline_s: float = 10.0) -> Outcome:
+         deadline_s: float = 10.0, tenant: str | None = None) -> Outcome:
+    """`tenant` bounds the name look-ups it may have in flight (netguard.Resolver)."""
     start = time.monotonic()
     try:
         scheme, host, port, address = netguard.resolve(url, allow_private=allow_private,
-                                                       timeout=max(0.5, deadline_s / 2))
+                                                       timeout=max(0.5, deadline_s / 2), tenant=tenant)
+    except netguard.LookupBusy as exc:     # not a refusal: the next attempt looks again
+        return Outcome(None, None, f"DNS busy: {exc}", _ms(start))
     except netguard.UrlRefused as exc:
         return Outcome(None, None, f"refused: {exc}", _ms(start))
     key = (scheme, host, port, address)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
+from sqlalchemy import update as sql_update
 from sqlalchemy.orm import Session
 
 from .. import crypto, plans
 from ..delivery import service as delivery
 from ..delivery.models import Delivery
-from ..errors import FeatureNotOnPlan, NotFound, ValidationFailed
+from ..errors import FeatureNotOnPlan, NotFound, PlanLimit, ValidationFailed
 from ..external import credentials as platform_url
 from ..integrations import netguard
 from ..integrations.http import Outcome
@@ -32,9 +33,9 @@ def _check_events(events: list[str] | None) -> None:
         raise ValidationFailed(f"unknown event type {bad[0]['message'].split()[-1]}", bad)
 
 
-def _check_url(url: str, *, allow_private: bool) -> None:
+def _check_url(url: str, *, allow_private: bool, tenant_id: str | None) -> None:
     try:
-        netguard.check(url, allow_private=allow_private)
+        netguard.check(url, allow_private=allow_private, tenant=tenant_id)
     except netguard.UrlRefused as exc:
         raise ValidationFailed(f"url refused: {exc}", [{"field": "url", "message": str(exc)}]) from None
 
@@ -43,12 +44,18 @@ def register(session: Session, tenant_id: str, *, url: str, description: str | N
              events: list[str] | None, now: datetime, secret_key: str,
              allow_private: bool) -> tuple[WebhookEndpoint, str]:
     """A new endpoint and its secret (64 hex characters, shown once)."""
-    tenant = session.get(Tenant, tenant_id)
-    if not plans.plan(tenant.plan_tier).webhooks:
+    tenant = _locked(session, tenant_id)
+    plan = plans.plan(tenant.plan_tier)
+    if not plan.webhooks:
         raise FeatureNotOnPlan(f"webhooks are not on the {tenant.plan_tier} plan",
                                upgrade_to=plans.cheapest_with("webhooks"))
+    current = count_active(session)
+    if current >= plan.webhook_endpoints:
+        raise PlanLimit(f"the {tenant.plan_tier} plan allows {plan.webhook_endpoints} active webhook endpoints; "
+                        "delete one or upgrade", current=current, limit=plan.webhook_endpoints,
+                        upgrade_to=plan.upgrade_to)
     _check_events(events)
-    _check_url(url, allow_private=allow_private)
+    _check_url(url, allow_private=allow_private, tenant_id=tenant_id)
     secret = secrets.token_hex(32)
     endpoint = WebhookEndpoint(tenant_id=tenant_id, url=url, description=description,
                                subscribed_events=None if events is None else list(dict.fromkeys(events)),
@@ -57,6 +64,22 @@ def register(session: Session, tenant_id: str, *, url: str, description: str | N
     session.add(endpoint)
     session.flush()
     return endpoint, secret
+
+
+def _locked(session: Session, tenant_id: str) -> Tenant:
+    """The tenant, locked until this transaction ends, so two registrations cannot both
+    count the endpoints before either adds one: a row lock on PostgreSQL; on SQLite a
+    write (which takes the database's one write lock) before the count is read."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(sql_update(Tenant).where(Tenant.id == tenant_id).values(id=Tenant.id)
+                        .execution_options(keeps_credentials=True))
+        return session.get(Tenant, tenant_id)
+    return session.get(Tenant, tenant_id, with_for_update=True)
+
+
+def count_active(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(WebhookEndpoint)
+                          .where(WebhookEndpoint.active.is_(True))) or 0
 
 
 def get(session: Session, endpoint_id: str) -> WebhookEndpoint:
@@ -78,7 +101,7 @@ def update(session: Session, endpoint_id: str, fields: dict, *, now: datetime,
         _check_events(fields["events"])
         endpoint.subscribed_events = None if fields["events"] is None else list(dict.fromkeys(fields["events"]))
     if fields.get("url") is not None:
-        _check_url(fields["url"], allow_private=allow_private)
+        _check_url(fields["url"], allow_private=allow_private, tenant_id=endpoint.tenant_id)
         endpoint.url = fields["url"]
     if "description" in fields:
         endpoint.description = fields["description"]

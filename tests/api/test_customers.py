@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import time
+
 import pytest
 
 from tests.conftest import auth
@@ -103,6 +106,36 @@ def test_list_pages_with_a_cursor(client, tenant, clock):
 def test_list_refuses_bad_queries(client, tenant, query):
     resp = client.get(f"/api/customers?{query}", headers=auth(tenant.key))
     assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+
+
+def _cursor(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+BAD_CURSORS = {
+    "naive time": _cursor(b'["2026-11-02T09:30:00", "u1"]'),
+    "a date only": _cursor(b'["2026-11-02", "u1"]'),
+    "out of range once in UTC": _cursor(b'["0001-01-01T00:00:00+14:00", "u1"]'),
+    "past the last year": _cursor(b'["9999-12-31T23:59:59-14:00", "u1"]'),
+    "a number for the id": _cursor(b'["2026-11-02T09:30:00+00:00", 5]'),
+    "NUL in the id": _cursor(b'["2026-11-02T09:30:00+00:00", "a\\u0000"]'),
+    "a lone surrogate in the id": _cursor(b'["2026-11-02T09:30:00+00:00", "\\ud800"]'),
+    "three items": _cursor(b'["2026-11-02T09:30:00+00:00", "u", 1]'),
+    "an object": _cursor(b'{"a": 1, "b": 2}'),
+    "not UTF-8": _cursor(b"\xff\xfe"),
+    "not base64": "é",
+}
+
+
+@pytest.mark.parametrize("cursor", BAD_CURSORS.values(), ids=BAD_CURSORS.keys())
+def test_a_malformed_or_naive_cursor_is_a_quick_400(client, tenant, cursor):
+    _track(client, tenant.key, {"user_id": "u1", "event": "x"})
+    started = time.monotonic()
+    resp = client.get("/api/customers", query_string={"cursor": cursor}, headers=auth(tenant.key))
+    assert time.monotonic() - started < 0.5
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed", resp.json
+    assert [d["field"] for d in resp.json["details"]] == ["cursor"]
+    assert resp.json["error"].startswith("invalid cursor")
 
 
 def test_list_and_stats_never_mix_tenants(client, tenant, make_tenant):

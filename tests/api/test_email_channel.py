@@ -223,7 +223,7 @@ def test_smtps_is_implicit_tls_verified_against_the_ca_file(client, world, rt, c
         secure.close()
 
 
-def test_following_the_unsubscribe_link_opts_the_user_out(client, world, rt, mailbox):
+def test_the_unsubscribe_link_asks_and_only_a_post_opts_the_user_out(client, world, rt, mailbox):
     tenant, pid = world
     before = _dry_run(client, tenant)
     assert (before["action"], before["channel"]) == ("send", "email")
@@ -231,12 +231,21 @@ def test_following_the_unsubscribe_link_opts_the_user_out(client, world, rt, mai
     _run_deliveries(rt, tenant)
     link = _link_in(_part(mailbox.received[0].message, "plain"))
 
-    page = client.get(_local(link))                 # no bearer: the signed token is enough
-    assert page.status_code == 200 and page.mimetype == "text/html" and "unsubscribed" in page.text
+    for _ in range(2):                              # a scanner following the link changes nothing
+        page = client.get(_local(link))             # no bearer: the signed token is enough
+        assert page.status_code == 200 and page.mimetype == "text/html"
+        assert '<form method="post">' in page.text and "<button" in page.text
+        assert _opted_out(rt, tenant) == [] and _events(rt, tenant, "user.opted_out") == []
+
+    # the page's button: a form POST to the same URL, from a browser
+    done = client.post(_local(link), data={"List-Unsubscribe": "One-Click"},
+                       headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+    assert done.status_code == 200 and done.mimetype == "text/html" and "You are unsubscribed" in done.text
     assert _opted_out(rt, tenant) == ["email"]
     [event] = _events(rt, tenant, "user.opted_out")
     assert event == {"event": "user.opted_out", "user_id": "u1", "opted_out_at": rt.now().isoformat(),
                      "channel": "email"}
+    assert "<form" not in client.get(_local(link)).text      # the page now says it is done
 
     one_click = client.post(_local(link), data="List-Unsubscribe=One-Click",
                             content_type="application/x-www-form-urlencoded")

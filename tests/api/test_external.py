@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import re
+import time
 from datetime import timedelta
 
 import pytest
@@ -157,6 +158,51 @@ def test_parameters_are_validated_against_the_schema(client, tenant, partner):
     assert client.post("/api/external/actions", headers=auth(key),
                        json={"action_type": "nope", "user_id": "u1"}).status_code == 404
     assert client.get("/api/external/actions", headers=auth(tenant.key)).json["actions"] == []
+
+
+EVIL = "^(a+)+$"                      # Python's engine backtracks through 2^n ways to refuse "a"*n + "!"
+SLOW = "a" * 25 + "!"                  # seconds with `re`; RE2 answers in microseconds
+
+
+def _action_type(client, key, receiver, name, schema):
+    return client.post("/api/external/action-types", headers=auth(key), json={
+        "name": name, "description": "d", "provider": "p", "parameters_schema": schema,
+        "delivery_webhook": receiver.url})
+
+
+@pytest.mark.parametrize("schema, slow, fine", [
+    ({"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}}, {"code": SLOW}, {"code": "aa"}),
+    ({"type": "object", "propertyNames": {"pattern": EVIL}}, {SLOW: 1}, {"aa": 1}),
+    ({"type": "object", "patternProperties": {EVIL: {"type": "string"}}, "additionalProperties": False},
+     {SLOW: 1}, {"aa": "x"}),
+], ids=["pattern", "propertyNames", "patternProperties"])
+def test_a_backtracking_pattern_answers_within_the_time_bound(client, tenant, receiver, schema, slow, fine):
+    key = tenant.issue("editor", ["manage"])
+    assert _action_type(client, key, receiver, "evil", schema).status_code == 201
+    client.post("/api/track", headers=auth(tenant.key), json={"events": [{"user_id": "u1", "event": "x"}]})
+    started = time.monotonic()
+    resp = client.post("/api/external/actions", headers=auth(key),
+                       json={"action_type": "evil", "user_id": "u1", "parameters": slow})
+    assert time.monotonic() - started < 0.5
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed" and resp.json["details"]
+    assert client.get("/api/external/actions", headers=auth(tenant.key)).json["actions"] == []
+    resp = client.post("/api/external/actions", headers=auth(key),
+                       json={"action_type": "evil", "user_id": "u1", "parameters": fine})
+    assert resp.status_code == 201, resp.json
+
+
+@pytest.mark.parametrize("schema", [
+    {"properties": {"code": {"type": "string", "pattern": "^(a)\\1$"}}},             # a backreference
+    {"properties": {"code": {"type": "string", "pattern": "^(?=a)a$"}}},             # look-ahead
+    {"patternProperties": {"(?<=x)y": {}}},                                          # look-behind
+    {"patternProperties": {"^a": {}}, "unevaluatedProperties": False},
+], ids=["backreference", "look-ahead", "look-behind", "unevaluatedProperties"])
+def test_a_pattern_that_cannot_run_in_linear_time_is_refused_at_registration(client, tenant, receiver, schema):
+    key = tenant.issue("editor", ["manage"])
+    resp = _action_type(client, key, receiver, "refused", {"type": "object", **schema})
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed", resp.json
+    assert resp.json["details"][0]["field"] == "parameters_schema"
+    assert client.get("/api/external/action-types", headers=auth(tenant.key)).json["action_types"] == []
 
 
 def test_action_list_filters_and_limits(client, tenant, partner):

@@ -9,6 +9,7 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
+import requests
 from sqlalchemy import select
 
 from cs_daemon.channels import in_app_stream
@@ -290,16 +291,20 @@ def test_the_kill_switch_holds_queued_messages_back(client, world, rt, server, s
     assert _is_message(iv)(stream.next())
 
 
-def test_an_api_process_holds_at_most_its_stream_slots_in_production(settings, clock, world, client, streams):
+def test_an_api_process_holds_at_most_its_stream_slots_in_production(settings, clock, world, client, streams,
+                                                                    make_tenant):
     """Production (gunicorn gthread): a stream keeps a thread, so each API process takes at
     most CS_STREAM_SLOTS and answers 429 past that. The embedded server gives every
-    connection a thread of its own: no cap there."""
+    connection a thread of its own: no cap on the process there (tenants and tokens are
+    capped in both modes: see test_stream_caps.py)."""
     tenant, _ = world
-    capped = AppServer(create_app(runtime=Runtime(settings.model_copy(update={"cs_stream_slots": 1}), clock)))
+    other = make_tenant("Other", plan_tier="growth")
+    _identify(client, other, "v1")
+    capped = AppServer(create_app(runtime=Runtime(settings.model_copy(
+        update={"cs_stream_slots": 1, "cs_stream_tenant_share": 100}), clock)))
     try:
-        token = _token(client, tenant)
-        _open(capped, streams, token)
-        second = SseClient(f"{capped.url}/api/in-app/stream?token={token}")
+        _open(capped, streams, _token(client, tenant))
+        second = SseClient(f"{capped.url}/api/in-app/stream?token={_token(client, other, 'v1')}")
         streams.append(second)
         if not settings.production:
             assert second.wait_listening()
@@ -308,3 +313,97 @@ def test_an_api_process_holds_at_most_its_stream_slots_in_production(settings, c
         assert second.response.headers["Retry-After"] == str(in_app_stream.SLOT_RETRY_AFTER)
     finally:
         capped.close()
+
+
+# --- capacity: per token and per tenant (docs/channels.md, Capacity) -------------------------
+
+
+@pytest.fixture
+def caps_server(settings, clock):
+    """An API process of its own with small caps: 4 slots, a tenant may hold half of
+    them (2), a token 2."""
+    made: list[AppServer] = []
+
+    def start(**caps) -> AppServer:
+        update = {"cs_stream_slots": 4, "cs_stream_tenant_share": 50, "cs_streams_per_token": 2, **caps}
+        made.append(AppServer(create_app(runtime=Runtime(settings.model_copy(update=update), clock))))
+        return made[-1]
+
+    yield start
+    for server in made:
+        server.close()
+
+
+def _refused(server, streams, token) -> SseClient:
+    stream = SseClient(f"{server.url}/api/in-app/stream?token={token}")
+    streams.append(stream)
+    assert stream.status == 429, stream.response.text
+    assert stream.response.json()["code"] == "rate_limited"
+    return stream
+
+
+def test_one_token_holds_at_most_its_share_of_streams(client, world, streams, caps_server, monkeypatch):
+    tenant, _ = world
+    monkeypatch.setattr(in_app_stream, "HEARTBEAT_SECONDS", 0.2)      # a hung-up client is noticed soon
+    server = caps_server()
+    token = _token(client, tenant)
+    first = _open(server, streams, token)
+    _open(server, streams, token)
+    refused = _refused(server, streams, token)
+    assert "stream token" in refused.response.json()["error"]
+    assert refused.response.headers["Retry-After"] == "30"
+    first.close()                                   # its slot comes back once the server sees it gone
+    deadline = Deadline(10)
+    while (again := SseClient(f"{server.url}/api/in-app/stream?token={token}")).status == 429:
+        assert deadline, "the closed stream's slot never came back"
+        time.sleep(0.05)
+    streams.append(again.wait_listening())
+
+
+def test_one_tenant_holds_at_most_its_share_of_a_process_and_others_still_connect(
+        client, world, streams, caps_server, make_tenant):
+    tenant, _ = world
+    _identify(client, tenant, "u2")
+    server = caps_server(cs_streams_per_token=5)
+    _open(server, streams, _token(client, tenant, "u1"))
+    _open(server, streams, _token(client, tenant, "u2"))
+    refused = _refused(server, streams, _token(client, tenant, "u1"))      # a fresh token: the tenant is full
+    assert "tenant" in refused.response.json()["error"] and "2" in refused.response.json()["error"]
+    other = make_tenant("Other", plan_tier="growth")
+    _identify(client, other, "v1")
+    _open(server, streams, _token(client, other, "v1"))                    # another tenant is unaffected
+
+
+# --- bad input: a 400 at once (docs/channels.md, The stream) --------------------------------
+
+
+def _quick(call):
+    started = time.monotonic()
+    resp = call()
+    assert time.monotonic() - started < 0.5      # 100 ms on an idle machine; room for a busy one
+    return resp
+
+
+def test_a_token_with_characters_no_token_has_is_a_400(client, world, server):
+    tenant, _ = world
+    token = _token(client, tenant)
+    for bad in (token[:-1] + "é", "☃." + token.split(".")[1], token + "%00", "a b.c"):
+        resp = _quick(lambda: requests.get(f"{server.url}/api/in-app/stream", params={"token": bad}, timeout=5))
+        assert resp.status_code == 400, (bad, resp.text)
+        assert resp.json()["code"] == "validation_failed" and resp.json()["details"][0]["field"] == "token"
+    resp = client.post("/api/in-app/events", json={"token": token[:-1] + "é", "intervention_id": "x",
+                                                   "action": "clicked"})
+    assert resp.status_code == 400 and resp.json["details"][0]["field"] == "token"
+
+
+def test_a_last_event_id_that_is_not_a_plain_integer_is_a_400(client, world, server, streams):
+    tenant, _ = world
+    token = _token(client, tenant)
+    for bad in ("abc", "-1", "1.5", "²", "１２", "9" * 19, "0x10", "1 2"):
+        resp = _quick(lambda: requests.get(f"{server.url}/api/in-app/stream", params={"token": token},
+                                           headers={"Last-Event-ID": bad.encode()}, timeout=5))
+        assert resp.status_code == 400, (bad, resp.text)
+        assert resp.json()["code"] == "validation_failed"
+        assert resp.json()["details"] == [{"field": "Last-Event-ID", "message": resp.json()["details"][0]["message"]}]
+    _open(server, streams, token, last_event_id="0")                  # a plain integer resumes
+    _open(server, streams, token, last_event_id="")                   # and an empty one is none

@@ -10,6 +10,7 @@ import pytest
 import redis
 from sqlalchemy import event
 
+from cs_daemon.auth import keys
 from cs_daemon.auth import memo as memo_mod
 from cs_daemon.auth.admission import admit
 from cs_daemon.auth.memo import KeyMemo
@@ -200,3 +201,36 @@ def test_the_embedded_mode_remembers_no_key(client, tenant, rt):
     with Statements(rt) as sql:
         _warm(client, tenant.key, times=3)
     assert sql.key_reads == 3
+
+
+# --- refused keys: remembered for a minute, in both modes ----------------------------------
+
+
+def test_a_flood_of_one_unknown_key_reads_the_database_once(client, tenant, rt):
+    stranger = keys.generate()
+    with Statements(rt) as sql:
+        for _ in range(20):
+            resp = client.get("/api/settings", headers=auth(stranger))
+            assert resp.status_code == 401 and resp.json["error"] == "unknown API key"
+    assert sql.key_reads == 1
+
+
+def test_a_revoked_key_is_refused_from_memory_after_its_first_refusal(client, tenant, rt):
+    key = tenant.issue("editor", ["full"])
+    resp = client.delete(f"/api/settings/api-keys/{_key_id(client, tenant.key, key)}", headers=auth(tenant.key))
+    assert resp.status_code == 200
+    with Statements(rt) as sql:
+        for _ in range(10):
+            resp = client.get("/api/settings", headers=auth(key))
+            assert resp.status_code == 401 and "revoked" in resp.json["error"]
+    assert sql.key_reads <= 1           # none when this process saw the key before its revocation
+
+
+def test_a_key_issued_after_its_refusal_works_at_once(client, tenant, monkeypatch):
+    secret = keys.generate()
+    assert client.get("/api/settings", headers=auth(secret)).status_code == 401      # remembered as unknown
+    monkeypatch.setattr(keys, "generate", lambda test=False: secret)                # the next key minted is it
+    resp = client.post("/api/settings/api-keys", headers=auth(tenant.key),
+                       json={"label": "late", "role": "viewer", "permissions": ["read"]})
+    assert resp.status_code == 201 and resp.json["api_key"] == secret
+    assert client.get("/api/settings", headers=auth(secret)).status_code == 200

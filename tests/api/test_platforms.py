@@ -146,7 +146,7 @@ def test_platform_credentials_are_filled_at_dispatch_and_appear_nowhere(client, 
     clock.advance(seconds=30)
     assert _run_dispatches(rt, tenant) == ["delivered"]
     assert [r.path for r in receiver.requests] == [f"/hook/T0/B0/{TOKEN}"] * 2    # filled when sent
-    reads = ["/api/external/action-types", "/api/external/platforms", f"/api/external/actions?user_id=u1",
+    reads = ["/api/external/action-types", "/api/external/platforms", "/api/external/actions?user_id=u1",
              "/api/settings"]
     for path in reads:
         resp = client.get(path, headers=h)

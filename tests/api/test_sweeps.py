@@ -20,7 +20,7 @@ from cs_daemon.decisions.models import DecisionRequest
 from cs_daemon.external.models import ExternalAction
 from cs_daemon.interventions import actors as intervention_jobs
 from cs_daemon.interventions.models import Intervention
-from cs_daemon.jobs import heartbeat, registry, sweeps
+from cs_daemon.jobs import heartbeat, sweeps
 from cs_daemon.playbooks.models import Playbook
 from cs_daemon.tenants import actors as tenant_jobs
 from cs_daemon.tenants.models import Tenant

@@ -64,6 +64,55 @@ def test_plans_without_webhooks_get_403_with_upgrade_to(client, tenant, receiver
     assert resp.json["code"] == "feature_not_on_plan" and resp.json["upgrade_to"] == "growth"
 
 
+def _fill(rt, tenant, count):
+    """`count` active endpoints made straight in the database."""
+    from cs_daemon.webhooks.models import WebhookEndpoint
+
+    with rt.session(tenant.id) as s:
+        s.add_all([WebhookEndpoint(url=f"https://hooks.example/{n}", secret_enc="x", active=True,
+                                   created_at=rt.now(), updated_at=rt.now()) for n in range(count)])
+
+
+def test_a_plan_holds_a_bounded_number_of_active_endpoints(client, growth, rt, receiver, make_tenant):
+    h = auth(growth.key)
+    _fill(rt, growth, 19)
+    last = register(client, growth, receiver.url)                                   # the 20th
+    resp = client.post("/api/webhooks/endpoints", headers=h, json={"url": receiver.url})
+    assert resp.status_code == 403, resp.json
+    assert resp.json["code"] == "plan_limit" and "20" in resp.json["error"]
+    assert (resp.json["current"], resp.json["limit"], resp.json["upgrade_to"]) == (20, 20, "scale")
+    assert len(client.get("/api/webhooks/endpoints", headers=h).json["endpoints"]) == 20     # nothing stored
+    assert client.delete(f"/api/webhooks/endpoints/{last['id']}", headers=h).status_code == 200
+    register(client, growth, receiver.url)                   # a deleted endpoint frees its place
+
+    scale = make_tenant("Big", plan_tier="scale")
+    _fill(rt, scale, 100)
+    resp = client.post("/api/webhooks/endpoints", headers=auth(scale.key), json={"url": receiver.url})
+    assert resp.status_code == 403 and (resp.json["limit"], resp.json["upgrade_to"]) == (100, None)
+
+
+def test_concurrent_registrations_never_pass_the_plan_limit(app, growth, rt, receiver):
+    import requests
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support.sse import AppServer
+
+    _fill(rt, growth, 17)
+    server = AppServer(app)
+    try:
+        with ThreadPoolExecutor(10) as pool:
+            codes = list(pool.map(lambda _: requests.post(
+                f"{server.url}/api/webhooks/endpoints", headers=auth(growth.key), json={"url": receiver.url},
+                timeout=30).status_code, range(10)))
+    finally:
+        server.close()
+    assert sorted(codes) == [201] * 3 + [403] * 7, codes
+    from cs_daemon.webhooks import service as webhooks
+
+    with rt.session(growth.id) as s:
+        assert webhooks.count_active(s) == 20
+
+
 @pytest.mark.parametrize("events, ok", [
     (["custom.*"], True), (["custom.loyalty.points_awarded"], True), (["webhook.test"], True),
     (["user.lifecycle_changed", "intervention.failed"], True),

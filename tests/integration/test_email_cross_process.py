@@ -79,7 +79,10 @@ def test_a_worker_process_sends_the_mail_and_respects_the_unsubscribe_that_follo
         assert mail.message["List-Unsubscribe"] == f"<{link}>"
 
         page = requests.get(link, timeout=10)               # no key: the signed link is the credential
-        assert page.status_code == 200 and "unsubscribed" in page.text
+        assert page.status_code == 200 and '<form method="post">' in page.text     # it asks first
+        done = requests.post(link, data={"List-Unsubscribe": "One-Click"}, headers={"Accept": "text/html"},
+                             timeout=10)                    # the page's button
+        assert done.status_code == 200 and "You are unsubscribed" in done.text
 
         second = approve("One more thing.")
         _until("the second to fail", lambda: status(second) == "failed", worker)

@@ -3,6 +3,7 @@ server-sent-events stream a front end opens with one."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -11,9 +12,10 @@ from pydantic import Field
 
 from cs_daemon.channels import in_app_events
 from cs_daemon.channels import in_app_tokens as tokens
-from cs_daemon.channels.in_app_stream import SLOT_RETRY_AFTER, OpenStream, StreamsFull
+from cs_daemon.channels.in_app_stream import OpenStream
+from cs_daemon.channels.stream_caps import StreamsFull
 from cs_daemon.customers.models import Customer
-from cs_daemon.errors import NotFound, RateLimited
+from cs_daemon.errors import NotFound, RateLimited, ValidationFailed
 from cs_daemon.schemas import Wire
 
 from ..api import Api, Call
@@ -30,8 +32,13 @@ class StreamToken(Wire):
     expires_at: datetime
 
 
+# what a stream token is made of (base64url and a dot): anything else is a 400, not a 401
+TOKEN_PATTERN = r"^[A-Za-z0-9_.-]*$"
+
+
 class StreamQuery(Wire):
-    token: str | None = Field(None, description="A token from POST /api/in-app/tokens")
+    token: str | None = Field(None, max_length=4096, pattern=TOKEN_PATTERN,
+                              description="A token from POST /api/in-app/tokens")
 
 
 @api.route("POST", "/api/in-app/tokens", access="read", body=TokenRequest, response=StreamToken, errors=(404,),
@@ -44,15 +51,16 @@ def post_token(call: Call):
     return StreamToken(token=token, expires_at=expires_at)
 
 
-@api.route("GET", "/api/in-app/stream", access="public", query=StreamQuery, errors=(401, 429),
+@api.route("GET", "/api/in-app/stream", access="public", query=StreamQuery, errors=(400, 401, 429),
            summary="The user's in-app messages as server-sent events (text/event-stream; "
                    "event: intervention | withdrawn; resumes from Last-Event-ID)")
 def get_stream(call: Call):
+    resume_from = last_event_id()
     grant = tokens.verify(call.rt.settings.secret_key, call.query.token, call.now)
     try:
-        body = OpenStream(call.rt, grant, last_event_id())
+        body = OpenStream(call.rt, grant, resume_from)
     except StreamsFull as exc:
-        g.rate_headers = {"Retry-After": str(SLOT_RETRY_AFTER)}
+        g.rate_headers = {"Retry-After": str(exc.retry_after)}
         raise RateLimited(str(exc)) from None
     return Response(body, mimetype="text/event-stream", headers={
         "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
@@ -60,13 +68,24 @@ def get_stream(call: Call):
         "Access-Control-Allow-Origin": "*"})
 
 
+_EVENT_ID = re.compile(r"[0-9]{1,18}")      # the ids the stream writes: ASCII digits, within 64 bits
+
+
 def last_event_id() -> int | None:
+    """The id the client resumes from; None without the header (or with an empty one, as
+    EventSource sends none before its first id)."""
     raw = request.headers.get("Last-Event-ID", "").strip()
-    return int(raw) if raw.isdigit() else None
+    if not raw:
+        return None
+    if not _EVENT_ID.fullmatch(raw):
+        message = "must be the id of an event of this stream (a plain integer)"
+        raise ValidationFailed(f"invalid Last-Event-ID header: {message}",
+                               [{"field": "Last-Event-ID", "message": message}])
+    return int(raw)
 
 
 class InAppEvent(Wire):
-    token: str = Field(min_length=1, max_length=4096, description="The stream token of the user")
+    token: str = Field(min_length=1, max_length=4096, pattern=TOKEN_PATTERN, description="The stream token of the user")
     intervention_id: str = Field(min_length=1, max_length=36)
     action: Literal["clicked", "dismissed"]
 

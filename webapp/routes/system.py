@@ -37,7 +37,7 @@ class HealthReport(Wire):
     uptime_seconds: float
 
 
-@api.route("GET", "/api/health", access="public", response=HealthReport,
+@api.route("GET", "/api/health", access="public", response=HealthReport, address_limit="health",
            summary="Health of the database, cache, language model and job runner",
            responses={503: HealthReport})
 def get_health(call: Call):
