@@ -648,7 +648,7 @@ def run(bench: h.Bench, args) -> int:
               f"{http['ingest_requests']} POST /api/track in {http['ingest_s']:.1f} s")
         print(f"    {lat['n']} measured requests after {args.warmup} warm-up, one sequential client, random users; "
               f"{http['load']}")
-        print(f"    latency ms: " + "  ".join(f"{k} {lat[k]:.2f}" for k in ("p50", "p95", "p99", "mean", "max"))
+        print("    latency ms: " + "  ".join(f"{k} {lat[k]:.2f}" for k in ("p50", "p95", "p99", "mean", "max"))
               + f";  {lat['n'] / http['wall']:.0f} req/s")
         print(f"    responses: {http['actions']}, {http['matched']:.1f} matched playbooks and "
               f"{http['bytes'] / 1024:.1f} KiB on average")

@@ -20,6 +20,7 @@ import secrets
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -401,6 +402,30 @@ class Bench:
         say(f"teardown: {', '.join(done) or 'nothing to undo'}")
         for p in problems:
             say(f"teardown problem: {p}")
+
+
+def py_spy(bench: Bench, pid: int, out: Path, rate: int, *extra: str) -> subprocess.Popen:
+    """py-spy recording process `pid` into `out` (raw collapsed stacks) until stop_spy or teardown."""
+    exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if exe is None:
+        raise BenchError("py-spy not found (pip install py-spy into .venv)")
+    err = bench.tmp / f"py-spy-{pid}.err"
+    spy = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--output",
+                            str(out), *extra], stdout=subprocess.DEVNULL, stderr=open(err, "wb"), start_new_session=True)
+    bench.cleanups.append(lambda: stop_spy(spy))
+    time.sleep(1.0)  # attach before the clock starts
+    if spy.poll() is not None:
+        raise BenchError(f"py-spy failed: {err.read_text()}")
+    return spy
+
+
+def stop_spy(spy: subprocess.Popen) -> None:
+    if spy.poll() is None:
+        spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
 
 
 def drop(dbname: str) -> None:

@@ -29,13 +29,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import psycopg
@@ -89,30 +86,6 @@ def setup(bench: h.Bench) -> SimpleNamespace:
 
 def receiver_stats(env) -> dict:
     return requests.get(f"{env.receiver_url}/stats", timeout=5).json()
-
-
-def py_spy(bench: h.Bench, env, out: Path, gil: bool) -> subprocess.Popen:
-    exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
-    if exe is None:
-        raise h.BenchError("py-spy not found (pip install py-spy into .venv)")
-    spy = subprocess.Popen([exe, "record", "--pid", str(env.worker.pid), "--subprocesses", "--rate", "200",
-                            "--format", "raw", "--output", str(out), "--nonblocking"] + ["--gil"] * gil,
-                           stdout=subprocess.DEVNULL, stderr=open(bench.tmp / "py-spy.err", "wb"),
-                           start_new_session=True)
-    bench.cleanups.append(lambda: stop_spy(spy))
-    time.sleep(1.0)  # attach before the clock starts
-    if spy.poll() is not None:
-        raise h.BenchError(f"py-spy failed: {(bench.tmp / 'py-spy.err').read_text()}")
-    return spy
-
-
-def stop_spy(spy: subprocess.Popen) -> None:
-    if spy.poll() is None:
-        spy.send_signal(signal.SIGINT)
-        try:
-            spy.wait(30)
-        except subprocess.TimeoutExpired:
-            spy.kill()
 
 
 def run_baseline(bench: h.Bench, env, bodies: list[str], threads: int, warmup: int) -> dict:
@@ -213,7 +186,8 @@ def run(bench: h.Bench, args) -> int:
         with psycopg.connect(h.conninfo(env.db), autocommit=True) as conn:
             record_events(env, [(EVENT, payload(-1 - i)) for i in range(args.warmup)])
             wait_delivered(env, conn, args.warmup, 120)
-    spy = py_spy(bench, env, args.py_spy, args.gil) if args.py_spy else None
+    gil = ["--gil"] * args.gil
+    spy = args.py_spy and h.py_spy(bench, env.worker.pid, args.py_spy, 200, "--subprocesses", "--nonblocking", *gil)
     runs: dict[str, list[dict]] = {"baseline": [], "service": []}
     bounds = [n * r // args.rounds for r in range(args.rounds + 1)]
     for r, side in h.interleave(args.rounds, list(runs)):
@@ -222,7 +196,7 @@ def run(bench: h.Bench, args) -> int:
         runs[side].append(run_baseline(bench, env, bodies[lo:hi], threads, min(args.warmup, 100))
                           if side == "baseline" else run_service(env, lo, hi - lo))
     if spy:
-        stop_spy(spy)
+        h.stop_spy(spy)
     attempts = attempt_summary(env)
     if not set(bodies) <= attempts["bodies"]:
         raise h.BenchError("the baseline's bodies differ from the deliveries' bodies")
