@@ -134,7 +134,8 @@ def profile(title: str, fn: Callable, items: Sequence, top: int) -> None:
     prof.disable()
     n, stats = len(items), pstats.Stats(prof).stats  # type: ignore[attr-defined]
     for key, by in ((3, "cumulative time"), (2, "own time")):
-        print(f"\n  cProfile of {n} x {title}, by {by}; ms a call\n  {'cum ms':>7} {'own ms':>7} {'calls':>6}  function")
+        print(f"\n  cProfile of {n} x {title}, by {by}; ms a call")
+        print(f"  {'cum ms':>7} {'own ms':>7} {'calls':>6}  function")
         for (file, lineno, name), row in sorted(stats.items(), key=lambda kv: -kv[1][key])[:top]:
             short = file.replace(str(ROOT) + "/", "").split("site-packages/")[-1]
             print(f"  {row[3] / n * 1000:7.3f} {row[2] / n * 1000:7.3f} {row[1] / n:6.1f}  {short}:{lineno}({name})")
@@ -279,7 +280,7 @@ class Server:
         self.tree.root.signal(signal.SIGTERM)   # graceful first; then whatever is left is killed
         try:
             self.tree.root.wait(grace)
-        except Exception:
+        except subprocess.TimeoutExpired:
             return f"{self.name} did not stop on SIGTERM; killed"
         finally:
             self.tree.kill()
@@ -396,7 +397,8 @@ class Bench:
             if self.keep_db or dbname in self.kept:
                 done.append(f"database {dbname} kept")
             else:
-                attempt(f"dropping database {dbname}", lambda: drop(dbname) or done.append(f"database {dbname} dropped"))
+                attempt(f"dropping database {dbname}", lambda: drop(dbname))
+                done.append(f"database {dbname} dropped")
         attempt(f"deleting Redis keys {self.prefix}:*", lambda: done.append(f"{unset(self.prefix)} Redis keys deleted"))
         shutil.rmtree(self.tmp, ignore_errors=True)
         say(f"teardown: {', '.join(done) or 'nothing to undo'}")
@@ -410,8 +412,8 @@ def py_spy(bench: Bench, pid: int, out: Path, rate: int, *extra: str) -> subproc
     if exe is None:
         raise BenchError("py-spy not found (pip install py-spy into .venv)")
     err = bench.tmp / f"py-spy-{pid}.err"
-    spy = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--output",
-                            str(out), *extra], stdout=subprocess.DEVNULL, stderr=open(err, "wb"), start_new_session=True)
+    argv = [exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--output", str(out), *extra]
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(err, "wb"), start_new_session=True)
     bench.cleanups.append(lambda: stop_spy(spy))
     time.sleep(1.0)  # attach before the clock starts
     if spy.poll() is not None:
@@ -453,7 +455,8 @@ def parser(doc: str, options: str) -> argparse.ArgumentParser:
             kind = float if "." in word else int
             ap.add_argument(flag, type=kind, default=kind(word), help=f"{text} (default {word.replace('_', ',')})")
         elif "|" in word:
-            ap.add_argument(flag, choices=word.split("|"), default=word.split("|")[0], help=f"{text} (default %(default)s)")
+            choices = word.split("|")
+            ap.add_argument(flag, choices=choices, default=choices[0], help=f"{text} (default {choices[0]})")
         elif word.startswith("'"):
             ap.add_argument(flag, default=word.strip("'"), help=text + f" (default {word})" * (word != "''"))
         elif word.isupper():

@@ -100,6 +100,7 @@ PATHS = ["/dashboard", "/reports", "/settings", "/projects", "/projects/board", 
 FEATURES = ["export_csv", "bulk_edit", "filters", "automation", "api_access", "templates",
             "calendar_view", "comments", "tags", "dark_mode", "sso", "audit_log"]
 BUTTONS = ["save", "cancel", "share", "new_project", "upgrade", "invite", "download", "archive"]
+REFERRERS = ["direct", "google", "newsletter", "in_app", ""]
 REPORTS = ["weekly_summary", "funnel", "retention", "revenue", "usage_by_team", "custom"]
 MIMES = ["application/pdf", "image/png", "text/csv", "image/jpeg",
          "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"]
@@ -120,8 +121,7 @@ EVENT_MIX = [
 
 # the properties of each event name, drawn in this order (c: choice, r: randrange, p: random, u: user number)
 PROPS = {
-    "page_viewed": lambda c, r, p, u: {"path": c(PATHS), "referrer": c(["direct", "google", "newsletter", "in_app", ""]),
-                                       "duration_ms": r(200, 90_000)},
+    "page_viewed": lambda c, r, p, u: {"path": c(PATHS), "referrer": c(REFERRERS), "duration_ms": r(200, 90_000)},
     "feature_used": lambda c, r, p, u: {"feature": c(FEATURES), "count": r(1, 20)},
     "button_clicked": lambda c, r, p, u: {"button": c(BUTTONS), "path": c(PATHS)},
     "session_started": lambda c, r, p, u: {"device": c(["desktop", "mobile", "tablet"]),
@@ -132,7 +132,8 @@ PROPS = {
     "report_created": lambda c, r, p, u: {"report_type": c(REPORTS), "rows": r(10, 20_000)},
     "file_uploaded": lambda c, r, p, u: {"size_kb": r(1, 25_000), "mime": c(MIMES)},
     "dashboard_shared": lambda c, r, p, u: {"recipients": r(1, 12), "public": p() < 0.1},
-    "project_created": lambda c, r, p, u: {"template": c(["blank", "kanban", "roadmap", "sprint"]), "private": p() < 0.3},
+    "project_created": lambda c, r, p, u: {"template": c(["blank", "kanban", "roadmap", "sprint"]),
+                                           "private": p() < 0.3},
     "$identify": lambda c, r, p, u: {"name": f"User {u}", "email": f"user{u}@company{u % 1500}.example",
                                      "company": f"Company {u % 1500}", "role": c(ROLES), "team_size": c(TEAM_SIZES)},
     "invited_teammate": lambda c, r, p, u: {"invitee_role": c(["editor", "viewer", "admin"])},
@@ -320,8 +321,8 @@ def _baseline_worker(job: dict, batch_ids: list[int], deadline: float, start, re
             inserted, users, retries = baseline.write_batch_retrying(conn, job["tenant_id"], corpus.columns[b])
             res.latencies.append(perf() - t0)
             n = corpus.batch_events(b)
-            res.batches, res.events, res.accepted, res.duplicates = (res.batches + 1, res.events + n,
-                                                                     res.accepted + inserted, res.duplicates + n - inserted)
+            res.batches, res.events = res.batches + 1, res.events + n
+            res.accepted, res.duplicates = res.accepted + inserted, res.duplicates + n - inserted
             res.done_ids.append(b)
             res.users, res.retries = res.users + users, res.retries + retries
         res.end = time.monotonic()
@@ -394,8 +395,8 @@ def run_pass(label: str, sy, lists: list[list[int]], timeout: float, analyze: bo
     mp_ctx = mp.get_context("fork")
     ready, queue, start = mp_ctx.Queue(), mp_ctx.Queue(), mp_ctx.Event()
     deadline = time.monotonic() + timeout
-    CHILDREN[:] = [mp_ctx.Process(target=_child_main, daemon=True,
-                                  args=(sy.fn, sy.job, i, lst, deadline, ready, start, queue)) for i, lst in enumerate(lists)]
+    CHILDREN[:] = [mp_ctx.Process(target=_child_main, args=(sy.fn, sy.job, i, lst, deadline, ready, start, queue),
+                                  daemon=True) for i, lst in enumerate(lists)]
     for p in CHILDREN:
         p.start()
     for _ in lists:
@@ -509,7 +510,7 @@ def print_pass(p: Tally, pad: str = " " * 25) -> None:
           f"   batch p50 {p.pct(50):6.1f} ms p95 {p.pct(95):6.1f} ms")
     print(f"{pad}accepted={p.accepted:,} duplicates={p.duplicates:,} over_limit={p.over_limit:,}"
           + f" users-upserted={p.users:,}" * bool(p.users) + f" retries={p.retries} failed={p.failed}"
-          + ("" if p.batches == p.planned else f"  (STOPPED AT TIME LIMIT after {p.batches:,} of {p.planned:,} batches)"))
+          + (f"  (STOPPED AT TIME LIMIT after {p.batches:,} of {p.planned:,} batches)" * (p.batches != p.planned)))
     per = 1000.0 / max(1, p.batches)
     cpu = [f"clients {p.cpu_clients:.1f}"] + [f"gunicorn workers {p.cpu_server:.1f}"] * bool(p.cpu_server)
     share = [f"{p.cpu_server * per:.1f} ms app"] * bool(p.cpu_server) + [f"{p.cpu_backends * per:.1f} ms PG"]
@@ -519,7 +520,8 @@ def print_pass(p: Tally, pad: str = " " * 25) -> None:
           f"({p.cpu_ours * per:.1f} ms a batch), everything else {max(0.0, p.cpu_machine - p.cpu_ours):.1f} (other "
           f"processes on this machine, Redis, PostgreSQL's own background work)")
     if p.analyzed or p.analyze_error:
-        print(f"{pad}ANALYZE runs (autoanalyze stand-in): {', '.join(f'{k} {v}' for k, v in sorted(p.analyzed.items()))}"
+        runs = ", ".join(f"{k} {v}" for k, v in sorted(p.analyzed.items()))
+        print(f"{pad}ANALYZE runs (autoanalyze stand-in): {runs or 'none'}"
               + (f"; error: {p.analyze_error}" if p.analyze_error else ""))
     for e in [f"error: {e}" for e in p.errors[:5]] + [f"retried: {e}" for e in p.retried[:5]]:
         print(f"{pad}{e}")
@@ -563,8 +565,8 @@ def tenants(bench: h.Bench, db: str, keys: int):
 def warm_up(sy, corpus: Corpus, tenant) -> None:
     """The system's pass over a small corpus of the warm-up tenant, reported on stderr."""
     job = dict(sy.job, corpus=corpus, tenant_id=tenant.id, headers=[headers(tenant.key)])
-    p = run_pass(f"{sy.name} warm-up", SimpleNamespace(**{**vars(sy), "job": job}), split(len(corpus.bodies), sy.workers),
-                 120)
+    lists = split(len(corpus.bodies), sy.workers)
+    p = run_pass(f"{sy.name} warm-up", SimpleNamespace(**{**vars(sy), "job": job}), lists, 120)
     h.say(f"{p.label}: {p.batches} batches, {p.eps:,.0f} ev/s, accepted={p.accepted} duplicates={p.duplicates} "
           f"retries={p.retries} failed={p.failed}" + "".join(f"\n  error: {e}" for e in p.errors[:5]))
 
@@ -645,10 +647,10 @@ def run(bench: h.Bench, args) -> int:
     if srv:
         srv.check("the replay")
     time.sleep(idle)
-    phases = {sy.name: SimpleNamespace(name=sy.name, p1=p1[sy.name], p2=p2[sy.name], s0=s0[sy.name], s1=s1[sy.name],
-                                       s1r=s1r[sy.name], s2=read_stats(sy.conninfo), rows=counts(sy.conninfo, sy.tenant_id),
-                                       server_errors=srv_errors(srv) if sy.name == "service" else [])
-              for sy in systems}
+    phases = {sy.name: SimpleNamespace(
+        name=sy.name, p1=p1[sy.name], p2=p2[sy.name], s0=s0[sy.name], s1=s1[sy.name], s1r=s1r[sy.name],
+        s2=read_stats(sy.conninfo), rows=counts(sy.conninfo, sy.tenant_id),
+        server_errors=srv_errors(srv) if sy.name == "service" else []) for sy in systems}
     return report(args, phases, v)
 
 

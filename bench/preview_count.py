@@ -28,8 +28,9 @@ and against fetching users and filtering in Python.
      faster than python), and checks that every method returns the same count (ours and
      every hand variant on all users; python, hand and the compiled tree on the sample);
   3. prints EXPLAIN (ANALYZE, BUFFERS) of ours and of the hand-written SQL for each tree
-     whose ratio is above the goal (--explain always/never to change that). --keep-db keeps the database and prints its name; --reuse-db
-     NAME measures an existing database of this script instead of loading.
+     whose ratio is above the goal (--explain always/never to change that). --keep-db
+     keeps the database and prints its name; --reuse-db NAME measures an existing
+     database of this script instead of loading.
 
 Machine load (load average and the whole machine's busy CPU share) is printed with the
 figures: on a busy 2-CPU machine absolute times move, ratios much less. --strict: exit 1
@@ -235,7 +236,8 @@ def load_corpus(conninfo: str, tenant_id: str, n_users: int, n_events: int, seed
                     first = now_s - hi_s - base_s
                     ts = [first] + [first - int(span * rnd() ** 1.5) for _ in range(n - 1)]
                     ts = [prefixes[t // 60] + secs[t % 60] for t in ts]
-                    buf += [f"00000000-0000-4000-8000-{seq + j:012x}{head}{names[j]}{tail}{ts[j]}\t{ts[j]}\tapi\tf\t\\N\n"
+                    buf += [f"00000000-0000-4000-8000-{seq + j:012x}{head}{names[j]}{tail}{ts[j]}\t{ts[j]}"
+                            "\tapi\tf\t\\N\n"
                             for j in range(n)]
                     seq += n
                     if len(buf) >= 50000:
@@ -325,7 +327,8 @@ def trees() -> list[Tree]:
              [Variant("->> / json_typeof / jsonb @> on the array",
                       "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} "
                       "AND json_typeof(c.traits->'plan') = 'string' AND c.traits->>'plan' IN ('pro', 'enterprise') "
-                      "AND CASE WHEN json_typeof(c.traits->'seats') = 'number' THEN (c.traits->>'seats')::float8 >= 10 ELSE false END "
+                      "AND CASE WHEN json_typeof(c.traits->'seats') = 'number' "
+                      "THEN (c.traits->>'seats')::float8 >= 10 ELSE false END "
                       "AND CASE json_typeof(c.traits->'tags') "
                       "WHEN 'array' THEN (c.traits->'tags')::jsonb @> '[\"beta\"]' "
                       "WHEN 'string' THEN strpos(c.traits->>'tags', 'beta') > 0 ELSE false END"),
@@ -333,7 +336,8 @@ def trees() -> list[Tree]:
                       "SELECT count(*) FROM customers c CROSS JOIN LATERAL (SELECT c.traits::jsonb AS j) t "
                       "WHERE c.tenant_id = %(t)s {scope} "
                       "AND t.j->>'plan' IN ('pro', 'enterprise') AND jsonb_typeof(t.j->'plan') = 'string' "
-                      "AND CASE WHEN jsonb_typeof(t.j->'seats') = 'number' THEN (t.j->'seats')::float8 >= 10 ELSE false END "
+                      "AND CASE WHEN jsonb_typeof(t.j->'seats') = 'number' "
+                      "THEN (t.j->'seats')::float8 >= 10 ELSE false END "
                       "AND CASE jsonb_typeof(t.j->'tags') WHEN 'array' THEN t.j->'tags' @> '[\"beta\"]' "
                       "WHEN 'string' THEN strpos(t.j->>'tags', 'beta') > 0 ELSE false END")],
              {}),
@@ -500,7 +504,8 @@ def load(bench: h.Bench, args, db: str, rt) -> tuple[str, LoadStats, str]:
     if args.reuse_db:
         with psycopg.connect(h.conninfo(args.reuse_db)) as conn:
             tenant_id = conn.execute("SELECT id FROM tenants WHERE name = 'Bench'").fetchone()[0]
-            loaded = LoadStats(*(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("customers", "events")))
+            loaded = LoadStats(*(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                                 for t in ("customers", "events")))
         return tenant_id, loaded, "(reused database, no load)"
     h.say(f"database {db}: loading {args.users:,} users and ~{args.events:,} events")
     tenant_id = bench.tenant(db, PLAN, now=NOW, rt=rt).id
@@ -547,7 +552,8 @@ def run(bench: h.Bench, args) -> int:
                                                     "WHERE c.tenant_id = %(t)s {scope} AND false")], {})
     fixed = {"ours": [], "hand": []}
     for k in range(40):
-        for side, fn in (("ours", lambda: methods.ours(empty)), ("hand", lambda: methods.hand(empty, empty.variants[0]))):
+        for side, fn in (("ours", lambda: methods.ours(empty)),
+                         ("hand", lambda: methods.hand(empty, empty.variants[0]))):
             dt, _ = h.timed(fn)
             if k >= 10:
                 fixed[side].append(dt)
@@ -610,7 +616,8 @@ def run(bench: h.Bench, args) -> int:
         print(f"  [{res.tree.key}] {res.tree.title}\n      tree: {json.dumps(res.tree.tree)}")
         print(f"      {'ours (preview_count)':<66} {ours:>9.1f} ms  count {res.counts['ours']:,}")
         for k, v in enumerate(res.tree.variants):
-            print(f"      {'hand*' if k == 0 else 'alt  '} {v.label:<60.60} {_median(res.hand[v.label]) * 1000:>9.1f} ms"
+            ms = _median(res.hand[v.label]) * 1000
+            print(f"      {'hand*' if k == 0 else 'alt  '} {v.label:<60.60} {ms:>9.1f} ms"
                   f"  count {res.counts[v.label]:,}")
         sc = res.sample_counts
         print(f"      sample of {sample:,} users: python {sc['python']:,}, hand {sc['hand']:,}, compiled tree "
@@ -622,7 +629,8 @@ def run(bench: h.Bench, args) -> int:
         if args.explain == "never" or (args.explain == "auto" and ours / best <= GOAL_HAND):
             continue
         sql, params = capture_ours_sql(rt, tenant_id, res.tree)
-        print(f"\n=== EXPLAIN ANALYZE [{res.tree.key}] ours (ours/hand {ours / hand:.2f}, ours/best {ours / best:.2f}) ===")
+        print(f"\n=== EXPLAIN ANALYZE [{res.tree.key}] ours (ours/hand {ours / hand:.2f}, "
+              f"ours/best {ours / best:.2f}) ===")
         print(sql)
         print(explain(raw, sql, params))
         for label in dict.fromkeys([res.tree.variants[0].label, best_label]):

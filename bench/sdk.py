@@ -131,7 +131,8 @@ def run(bench: h.Bench, args) -> int:
     work, last = {}, None
     for r, which in h.interleave(args.rounds, list(sides)):
         if r != last:  # a round's events are made before either side runs
-            work = {"sdk": make_round(rng, f"sdk-{r}", per_round), "loop": stamped(make_round(rng, f"loop-{r}", per_round))}
+            work = {"sdk": make_round(rng, f"sdk-{r}", per_round),
+                    "loop": stamped(make_round(rng, f"loop-{r}", per_round))}
             last = r
         seconds = run_sdk(client, work["sdk"]) if which == "sdk" else run_loop(session, url, work["loop"])
         side = sides[which]

@@ -35,9 +35,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import psycopg
 import redis
+import requests
 
 import harness as h
 
@@ -63,7 +65,7 @@ def start_daemon(bench: h.Bench, db: str, a) -> h.Server:
     daemon = bench.cs(db, "daemon", "serve", "--host", HOST, "--port", str(port), port=port,
                       CS_WEB_PROCESSES=str(a.web_processes), CS_STREAM_SLOTS=str(a.stream_slots),
                       CS_WORKER_PROCESSES="1", CS_WORKER_THREADS=str(a.worker_threads), CS_LOG_LEVEL="WARNING")
-    daemon.wait_until(lambda: h.requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 60, 0.2)
+    daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 60, 0.2)
     return daemon
 
 
@@ -352,7 +354,7 @@ def run(bench: h.Bench, args) -> int:
     db = bench.database()
     h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, "scale")
-    env = h.SimpleNamespace(db=db, prefix=bench.prefix, args=args, daemon=start_daemon(bench, db, args))
+    env = SimpleNamespace(db=db, prefix=bench.prefix, args=args, daemon=start_daemon(bench, db, args))
     api = h.Api(env.daemon.url(), tenant.key)
     tokens, pid = seed(api, [f"user-{i:05d}" for i in range(max(args.levels))])
     results, latency = asyncio.run(measure(env, api, tokens, pid))
