@@ -4,21 +4,18 @@ scan of the same tenant's events, in the same run.
     .venv/bin/python bench/analytics.py                                   # 10M events, 200k users
     .venv/bin/python bench/analytics.py --events 500000 --users 20000     # a quick run
 
-By itself it
-  1. creates a fresh PostgreSQL database (unique name), migrates it with
-     cs_daemon.migrate.upgrade and makes one tenant on the "scale" plan (its admin key
-     is the one the endpoint is called with);
-  2. seeds on the server, with INSERT ... SELECT FROM generate_series (setseed, so the
-     corpus is the same every run), after dropping the indexes and constraints of the
-     loaded tables (re-created afterwards with their exact migrated definitions):
+  1. on a fresh database (bench/harness.py) with one tenant on the "scale" plan (its admin
+     key is the one the endpoint is called with), seeds on the server with INSERT ...
+     SELECT FROM generate_series (setseed, so the corpus is the same every run), the
+     indexes and constraints of the loaded tables dropped for the load and re-created
+     with their exact migrated definitions, then VACUUM ANALYZE:
        --users customers (1% of them test-mode): 7 lifecycle stages, risk levels that
          follow the stage, scores, last activity by stage (some past 90 days);
        --events events of 20 names (skewed mix) for random users over the last 90 days;
        12 playbooks over 5 lifecycle areas and --interventions interventions over the
          last 120 days: channels, statuses, outcomes with their times, some test-mode,
          shadow and escalations (what the endpoint must leave out);
-     then VACUUM ANALYZE;
-  3. times, interleaved, --runs times each after --warmup untimed rounds:
+  2. times, interleaved, --runs times each after --warmup untimed rounds:
        endpoint: GET /api/analytics?range=90d with the tenant's key through Flask's test
                  client on the real app (create_app, every layer: auth, rate limit, the
                  tenant-scoped session, the service, validation of the answer, JSON),
@@ -28,56 +25,38 @@ By itself it
                  (what answering from events at request time costs);
      and prints p50 / min / max of both and the ratio of the p50s (goal <= 0.1: analytics
      reads customers and interventions, never events);
-  4. checks the answer against the corpus (users, interventions in range);
-  5. drops the database, also on error or Ctrl-C (--keep-db keeps it).
-
-Exit status: 0 when the measurement ran (--strict: 1 when the goal is missed or a check
-fails), 2 when setup failed. CS_TEST_PG says where PostgreSQL is (as for the tests)."""
+  3. checks the answer against the corpus (users, interventions in range). --keep-db keeps
+     the database; --strict: exit 1 when the goal is missed or a check fails."""
 
 from __future__ import annotations
 
-import argparse
 import os
-import secrets
-import signal
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-for path in (ROOT, ROOT / "bench"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+import harness as h
 
-from preview_count import LoadProbe, drop_indexes_and_constraints  # noqa: E402  (the same load helpers)
-
-PG = os.environ.get("CS_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
 GOAL = 0.1
 PLAN = "scale"
-DB_PREFIX = "cs_bench_analytics_"
 RAW_SCAN = ("SELECT event, count(*) FROM events WHERE tenant_id = %(t)s AND timestamp >= %(since)s "
             "AND NOT test GROUP BY event")
-EVENT_NAMES = ["page_viewed", "feature_used", "session_started", "login", "api_call", "report_viewed",
-               "dashboard_viewed", "search_performed", "created_project", "logout", "comment_added",
-               "file_uploaded", "export_created", "invited_teammate", "settings_changed",
-               "integration_connected", "billing_viewed", "support_ticket_opened", "upgraded_plan", "seat_added"]
 AREAS = ["onboarding", "activation", "engagement", "retention", "expansion"]
+TABLES = ("customers", "events", "interventions", "playbooks")
 
-
-class BenchError(Exception):
-    pass
-
-
-def _conninfo(dbname: str) -> str:
-    return PG.replace("postgresql+psycopg://", "postgresql://") + f"/{dbname}"
-
+OPTIONS = """
+--events 10_000_000    events over 90 days
+--users 200_000        customers
+--interventions 60_000  interventions over 120 days
+--runs 7               measured runs of each side
+--warmup 2             untimed rounds first
+--keep-db              keep the database (prints its name)
+--strict               exit 1 when the goal is missed or a check fails
+"""
 
 # --- the corpus, made on the server -----------------------------------------------------------
 
@@ -145,7 +124,7 @@ FROM (SELECT g, r1, r2, r3, %(now)s - make_interval(secs => r4 * 120 * 86400) AS
 
 def seed(conninfo: str, tenant_id: str, args) -> dict[str, float]:
     params = {"t": tenant_id, "now": NOW, "users": args.users, "events": args.events,
-              "interventions": args.interventions, "names": EVENT_NAMES, "n_names": len(EVENT_NAMES),
+              "interventions": args.interventions, "names": h.EVENT_NAMES, "n_names": len(h.EVENT_NAMES),
               "areas": AREAS, "n_areas": len(AREAS)}
     seconds = {}
     with psycopg.connect(conninfo) as conn:
@@ -155,7 +134,7 @@ def seed(conninfo: str, tenant_id: str, args) -> dict[str, float]:
             t0 = time.perf_counter()
             conn.execute(sql, params)
             seconds[f"{label} INSERT"] = time.perf_counter() - t0
-            print(f"  {label}: {seconds[f'{label} INSERT']:.1f} s", file=sys.stderr)
+            h.say(f"  {label}: {seconds[f'{label} INSERT']:.1f} s")
         conn.execute("UPDATE tenants SET tracked_users = %s WHERE id = %s", (args.users, tenant_id))
     return seconds
 
@@ -173,18 +152,10 @@ def expected(conninfo: str, tenant_id: str) -> dict:
     return {"total_users": users, "total_interventions": interventions, "events": events}
 
 
-# --- timing ---------------------------------------------------------------------------------
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - t0, value
-
 
 def _ms(values: list[float]) -> str:
-    return (f"p50 {statistics.median(values) * 1000:8.1f} ms   min {min(values) * 1000:8.1f} ms   "
-            f"max {max(values) * 1000:8.1f} ms")
+    s = h.summary(values)
+    return f"p50 {s['p50']:8.1f} ms   min {s['min']:8.1f} ms   max {s['max']:8.1f} ms"
 
 
 def measure(client, key: str, raw: psycopg.Connection, tenant_id: str, runs: int, warmup: int):
@@ -194,7 +165,7 @@ def measure(client, key: str, raw: psycopg.Connection, tenant_id: str, runs: int
     def endpoint():
         resp = client.get("/api/analytics?range=90d", headers=headers)
         if resp.status_code != 200:
-            raise BenchError(f"GET /api/analytics answered {resp.status_code}: {resp.get_data(as_text=True)[:200]}")
+            raise h.BenchError(f"GET /api/analytics answered {resp.status_code}: {resp.get_data(as_text=True)[:200]}")
         return resp.get_json()
 
     def scan():
@@ -204,156 +175,67 @@ def measure(client, key: str, raw: psycopg.Connection, tenant_id: str, runs: int
 
     for _ in range(warmup):
         endpoint(), scan()
-    ours, theirs, answer, rows = [], [], None, []
-    for r in range(runs):
-        order = [("endpoint", endpoint), ("scan", scan)]
-        for name, fn in (order if r % 2 == 0 else order[::-1]):
-            dt, value = timed(fn)
-            if name == "endpoint":
-                ours.append(dt)
-                answer = value
-            else:
-                theirs.append(dt)
-                rows = value
-        print(f"  run {r + 1}/{runs}: endpoint {ours[-1] * 1000:.1f} ms, raw scan {theirs[-1] * 1000:.1f} ms",
-              file=sys.stderr)
-    return ours, theirs, answer, rows
+    times, last = {endpoint: [], scan: []}, {}
+    for r, fn in h.interleave(runs, [endpoint, scan]):
+        dt, last[fn] = h.timed(fn)
+        times[fn].append(dt)
+        if len(times[endpoint]) == len(times[scan]):
+            h.say(f"  run {r + 1}/{runs}: endpoint {times[endpoint][-1] * 1000:.1f} ms, "
+                  f"raw scan {times[scan][-1] * 1000:.1f} ms")
+    return times[endpoint], times[scan], last[endpoint], last[scan]
 
 
-# --- main -----------------------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=10_000_000, help="events over 90 days (default 10,000,000)")
-    ap.add_argument("--users", type=int, default=200_000, help="customers (default 200,000)")
-    ap.add_argument("--interventions", type=int, default=60_000, help="interventions over 120 days (default 60,000)")
-    ap.add_argument("--runs", type=int, default=7, help="measured runs of each side (default 7)")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed rounds first (default 2)")
-    ap.add_argument("--keep-db", action="store_true", help="keep the database (prints its name)")
-    ap.add_argument("--strict", action="store_true", help="exit 1 when the goal is missed or a check fails")
-    args = ap.parse_args(argv)
-    if args.users < 100 or args.events < 1 or args.interventions < 1 or args.runs < 1:
-        ap.error("--users >= 100, --events >= 1, --interventions >= 1, --runs >= 1")
-
-    def _on_term(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _on_term)
-    from cs_daemon import migrate
+def run(bench: h.Bench, args) -> int:
     from cs_daemon.clock import FakeClock
-    from cs_daemon.config import Settings
-    from cs_daemon.db import dispose_engines
-    from cs_daemon.runtime import Runtime
-    from cs_daemon.tenants import service as tenants
     from webapp import create_app
 
-    dbname = f"{DB_PREFIX}{uuid.uuid4().hex[:10]}"
-    tmp = Path(tempfile.mkdtemp(prefix="cs-bench-analytics-"))
-    created, status, raw = False, 0, None
     t_start = time.monotonic()
-    try:
-        settings = Settings(database_url=f"{PG}/{dbname}", redis_url=None, cs_secret_key=secrets.token_hex(16),
-                            cs_data_dir=tmp, cs_log_level="WARNING")
-        rt = Runtime(settings, FakeClock(NOW))
-        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start", file=sys.stderr)
-        with psycopg.connect(_conninfo("postgres"), autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{dbname}"')
-        created = True
-        print(f"database {dbname}: migrating, seeding {args.users:,} users, {args.events:,} events, "
-              f"{args.interventions:,} interventions", file=sys.stderr)
-        migrate.upgrade(settings)
-        with rt.session() as s:
-            made = tenants.create(s, name="Bench", owner_email="owner@bench.example", now=NOW, plan_tier=PLAN)
-        tenant_id, key = made.tenant.id, made.key.secret
-        dispose_engines()
+    h.say(f"machine: {h.CPUS} CPUs, load average {os.getloadavg()[0]:.2f} at start")
+    db = bench.database()
+    h.say(f"database {db}: seeding {args.users:,} users, {args.events:,} events, {args.interventions:,} interventions")
+    rt = bench.runtime(db, FakeClock(NOW), redis_url=None, cs_log_level="WARNING")
+    tenant = bench.tenant(db, PLAN, now=NOW, rt=rt)
+    probe = h.LoadProbe()
+    seconds = h.reload(db, TABLES, lambda: seed(h.conninfo(db), tenant.id, args))
+    with psycopg.connect(h.conninfo(db)) as conn:
+        sizes = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('events')), "
+                             "pg_size_pretty(pg_total_relation_size('customers')), "
+                             "pg_size_pretty(pg_total_relation_size('interventions'))").fetchone()
+    load_line = probe.line()
+    want = expected(h.conninfo(db), tenant.id)
+    h.say(f"seeded in {sum(seconds.values()):.0f} s ({', '.join(f'{k} {v:.1f} s' for k, v in seconds.items())})")
+    raw = psycopg.connect(h.conninfo(db))
+    bench.cleanups.append(raw.close)
+    probe = h.LoadProbe()
+    ours, theirs, answer, rows = measure(create_app(runtime=rt).test_client(), tenant.key, raw, tenant.id,
+                                         args.runs, args.warmup)
+    measure_line = probe.line()
 
-        probe = LoadProbe()
-        tables = ("customers", "events", "interventions", "playbooks")
-        with psycopg.connect(_conninfo(dbname), autocommit=True) as conn:
-            ddl = drop_indexes_and_constraints(conn, tables)
-        seconds = seed(_conninfo(dbname), tenant_id, args)
-        t0 = time.perf_counter()
-        with psycopg.connect(_conninfo(dbname), autocommit=True) as conn:
-            conn.execute("SET maintenance_work_mem = '512MB'")
-            for stmt in ddl:
-                conn.execute(stmt)
-            seconds["indexes + constraints"] = time.perf_counter() - t0
-            t1 = time.perf_counter()
-            for table in tables:
-                conn.execute(f"VACUUM ANALYZE {table}")
-            seconds["VACUUM ANALYZE"] = time.perf_counter() - t1
-            sizes = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('events')), "
-                                 "pg_size_pretty(pg_total_relation_size('customers')), "
-                                 "pg_size_pretty(pg_total_relation_size('interventions'))").fetchone()
-        load_line = probe.line()
-        want = expected(_conninfo(dbname), tenant_id)
-        print(f"seeded in {sum(seconds.values()):.0f} s ({', '.join(f'{k} {v:.1f} s' for k, v in seconds.items())})",
-              file=sys.stderr)
+    kpis, checks = answer["kpis"], []
+    for k in ("total_users", "total_interventions"):
+        if kpis[k] != want[k]:
+            checks.append(f"{k} {kpis[k]} != {want[k]}")
+    if sum(n for _, n in rows) != want["events"]:
+        checks.append(f"the raw scan counted {sum(n for _, n in rows):,} events of {want['events']:,}")
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    print(f"\nAnalytics on PostgreSQL: {want['events']:,} events over 90 days ({sizes[0]}), "
+          f"{args.users:,} customers ({sizes[1]}), {args.interventions:,} interventions ({sizes[2]}); "
+          f"one tenant; {args.runs} runs each after {args.warmup} warm-up rounds, interleaved")
+    print(f"  seeding: {load_line}\n  timing:  {measure_line}")
+    print(f"  GET /api/analytics?range=90d (Flask test client, real app, in process)  {_ms(ours)}")
+    print(f"  raw scan: SELECT event, count(*) ... GROUP BY event (psycopg)          {_ms(theirs)}")
+    print(f"  ratio endpoint / raw scan (p50): {ratio:.4f}   goal <= {GOAL}: {'met' if ratio <= GOAL else 'MISSED'}")
+    print(f"  answer: total_users {kpis['total_users']:,}, total_interventions {kpis['total_interventions']:,}, "
+          f"lifecycle stages {len(answer['lifecycle_distribution'])}, top playbooks {len(answer['top_playbooks'])}; "
+          f"checks against the tables: {'all agree' if not checks else '; '.join(checks)}")
+    print(f"  total run {time.monotonic() - t_start:.0f} s")
+    return 1 if args.strict and (checks or ratio > GOAL) else 0
 
-        client = create_app(runtime=rt).test_client()
-        raw = psycopg.connect(_conninfo(dbname))
-        probe = LoadProbe()
-        ours, theirs, answer, rows = measure(client, key, raw, tenant_id, args.runs, args.warmup)
-        measure_line = probe.line()
 
-        checks = []
-        if answer["kpis"]["total_users"] != want["total_users"]:
-            checks.append(f"total_users {answer['kpis']['total_users']} != {want['total_users']}")
-        if answer["kpis"]["total_interventions"] != want["total_interventions"]:
-            checks.append(f"total_interventions {answer['kpis']['total_interventions']} != "
-                          f"{want['total_interventions']}")
-        if sum(n for _, n in rows) != want["events"]:
-            checks.append(f"the raw scan counted {sum(n for _, n in rows):,} events of {want['events']:,}")
-
-        ratio = statistics.median(ours) / statistics.median(theirs)
-        print()
-        print(f"Analytics on PostgreSQL: {want['events']:,} events over 90 days ({sizes[0]}), "
-              f"{args.users:,} customers ({sizes[1]}), {args.interventions:,} interventions ({sizes[2]}); "
-              f"one tenant; {args.runs} runs each after {args.warmup} warm-up rounds, interleaved")
-        print(f"  seeding: {load_line}")
-        print(f"  timing:  {measure_line}")
-        print(f"  GET /api/analytics?range=90d (Flask test client, real app, in process)  {_ms(ours)}")
-        print(f"  raw scan: SELECT event, count(*) ... GROUP BY event (psycopg)          {_ms(theirs)}")
-        verdict = "met" if ratio <= GOAL else "MISSED"
-        print(f"  ratio endpoint / raw scan (p50): {ratio:.4f}   goal <= {GOAL}: {verdict}")
-        print(f"  answer: total_users {answer['kpis']['total_users']:,}, total_interventions "
-              f"{answer['kpis']['total_interventions']:,}, lifecycle stages {len(answer['lifecycle_distribution'])}, "
-              f"top playbooks {len(answer['top_playbooks'])}; checks against the tables: "
-              f"{'all agree' if not checks else '; '.join(checks)}")
-        print(f"  total run {time.monotonic() - t_start:.0f} s")
-        if args.strict and (checks or ratio > GOAL):
-            status = 1
-    except BenchError as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        status = 2
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if raw is not None:
-            raw.close()
-        dispose_engines()
-        if created and not args.keep_db:
-            try:
-                with psycopg.connect(_conninfo("postgres"), autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-                print(f"teardown: database {dbname} dropped", file=sys.stderr)
-            except Exception as exc:
-                print(f"teardown: dropping {dbname}: {exc}", file=sys.stderr)
-        elif created:
-            print(f"teardown: database {dbname} kept", file=sys.stderr)
-        for f in sorted(tmp.rglob("*"), reverse=True):
-            try:
-                f.unlink() if f.is_file() else f.rmdir()
-            except OSError:
-                pass
-        try:
-            tmp.rmdir()
-        except OSError:
-            pass
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    return status
+def check(args) -> str | None:
+    if args.users < 100 or args.events < 1 or args.interventions < 1 or args.runs < 1:
+        return "--users >= 100, --events >= 1, --interventions >= 1, --runs >= 1"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main("analytics", __doc__, OPTIONS, run, check))

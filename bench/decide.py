@@ -4,139 +4,74 @@ dry-run latency over HTTP.
     .venv/bin/python bench/decide.py                       # or with --users / --requests
     .venv/bin/python bench/decide.py --skip-http           # the in-process part only
 
-By itself it
   1. in process: builds 50 PlaybookSpec objects (deterministic, seeded) of about 5
      conditions each - column fields, derived days, traits (string, number and array),
-     one event clause (count >= N or = 0 within D days), nested any/not - with realistic
-     exit conditions, constraints (channels, max_per_user, cooldown, max_per_day, quiet
-     hours, min_confidence) and strategy hints (priority, preferred channel, escalate,
-     external actions), a set of user contexts (Facts with precomputed event counts, an
-     e-mail or not, a time zone, opt-outs) and a History each; then times, interleaved
-     over --passes passes, per user:
-       decide:  cs_daemon.engine.decisions.decide(user, playbooks, history, now=NOW, every=True)
-                (the dry run's call: every playbook considered, a verdict for each), with
-                playbooks = PlaybookSet(specs) built once before the timing, as the
-                service keeps it per set of playbooks (and as the hand-written function is
-                generated once);
-       hand:    a Python function generated from the same 50 playbooks - plain if-statements
-                per playbook, the conditions written out with the same semantics (missing
-                values never compare, numbers never equal text), the constraints inlined,
-                static values (score, confidence, rank) precomputed - that counts the
-                matching playbooks and picks the best (same playbook, action and channel
-                as decide; checked for every user);
-       hand-early: the same, playbooks in rank order, stopping at the first eligible one
-                (no matched count; an upper bound of what hand-written code can do);
+     one event clause (count >= N or = 0 within D days), nested any/not - with exit
+     conditions, constraints (channels, max_per_user, cooldown, max_per_day, quiet hours,
+     min_confidence) and strategy hints (priority, preferred channel, escalate, external
+     actions), and --contexts user contexts (Facts with precomputed event counts, an e-mail
+     or not, a time zone, opt-outs) with a History each; then times, interleaved over
+     --passes passes, per user:
+       decide:  decide(user, playbooks, history, now=NOW, every=True) (the dry run's call),
+                playbooks = PlaybookSet(specs) built once, as the service keeps it;
+       hand:    a Python function generated from the same 50 playbooks - plain if-statements,
+                the conditions written out with the same semantics (missing values never
+                compare, numbers never equal text), constraints inlined, static values
+                precomputed - that counts the matching playbooks and picks the best (checked
+                to agree with decide for every user);
+       hand-early: the same in rank order, stopping at the first eligible playbook (an
+                upper bound of what hand-written code can do);
      and prints microseconds a user and the ratio decide / hand (goal <= 3);
-  2. over HTTP: creates a fresh PostgreSQL database (unique name), migrates it, makes a
-     tenant on the "scale" plan (rate limits do not interfere), starts gunicorn with
-     2 sync workers (webapp.wsgi:app, production mode: DATABASE_URL, REDIS_URL with a
-     unique CS_REDIS_PREFIX, CS_SECRET_KEY), creates the same 50 playbooks through
-     POST /api/playbooks and activates them with PUT /api/playbooks/{id}/status, ingests
-     --users users through POST /api/track ($identify with traits, $locale, product events
-     over the last 30 days; batches of 100), then sends --warmup + --requests
-     POST /api/interventions/dry-run for random users from one sequential client and
-     prints p50/p95/p99/mean latency and throughput; then, in this process on the same
-     database, times service.dry_run (the route's work without HTTP/auth/serialization) and
-     its parts (loading specs, the user's context, the history; decide) for a breakdown;
-  3. tears everything down (gunicorn, database, Redis keys of the prefix), also on error
-     or Ctrl-C.
+  2. over HTTP (bench/harness.py: fresh database, "scale" tenant, gunicorn with 2 sync
+     workers in production mode): creates and activates the same 50 playbooks through the
+     API, ingests --users users through POST /api/track ($identify with traits, $locale,
+     product events over the last 30 days; batches of 100), then sends --warmup +
+     --requests POST /api/interventions/dry-run for random users from one sequential client
+     and prints p50/p95/p99/mean/max latency and throughput; then, in this process on the
+     same database, times service.dry_run (the route's work without HTTP, auth and
+     serialization) and its parts (specs, the user's context, the history; decide).
 
-Machine load (load average, the machine's busy CPU share) is printed with the figures.
-Exit status: 0 when the measurement ran (--strict: 1 when the ratio goal is missed or a
-decision differs), 2 when setup or a request failed. CS_TEST_PG / CS_TEST_REDIS say where
-PostgreSQL and Redis are (as for the tests)."""
+Machine load is printed with the figures. --strict: exit 1 when the goal is missed or a
+decision differs."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import random
-import secrets
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, time as dtime, timedelta, timezone
-from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import psycopg
-import redis
-import requests
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from cs_daemon.engine import conditions  # noqa: E402
-from cs_daemon.engine.decisions import (  # noqa: E402
+import harness as h
+from cs_daemon.engine import conditions
+from cs_daemon.engine.decisions import (
     CHANNELS, History, PlaybookSet, PlaybookSpec, UserContext, confidence_of, decide, max_per_user, score_of,
 )
 
-PG = os.environ.get("CS_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
-REDIS = os.environ.get("CS_TEST_REDIS", "redis://127.0.0.1:6379/0")
-HOST = "127.0.0.1"
 NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
 GOAL = 3.0
 PLAN = "scale"
-WORKERS = 2
 N_PLAYBOOKS = 50
-
-
-class BenchError(Exception):
-    pass
-
-
-def _conninfo(dbname: str) -> str:
-    return PG.replace("postgresql+psycopg://", "postgresql://") + f"/{dbname}"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def _cpu_times() -> tuple[float, float]:
-    with open("/proc/stat") as fh:
-        parts = [float(x) for x in fh.readline().split()[1:]]
-    return sum(parts), parts[3] + (parts[4] if len(parts) > 4 else 0.0)
-
-
-class LoadProbe:
-    def __init__(self):
-        self.load0 = os.getloadavg()
-        self.cpu0 = _cpu_times()
-
-    def line(self) -> str:
-        total, idle = _cpu_times()
-        dt, di = total - self.cpu0[0], idle - self.cpu0[1]
-        busy = 100.0 * (1 - di / dt) if dt > 0 else float("nan")
-        return (f"load average {self.load0[0]:.2f} -> {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs, "
-                f"machine CPU busy {busy:.0f}% over the phase")
-
-
-# --- the 50 playbooks ----------------------------------------------------------------------
-
-STAGES = ["new", "onboarding", "activated", "engaged", "at_risk", "dormant", "churned"]
-LOCALES = ["en", "de", "fr", "es", "en-GB", "ja", "pt", "nl"]
-ROLES = ["engineer", "product manager", "designer", "founder", "marketing", "support lead", "admin", "analyst"]
-PLANS_T = ["free", "starter", "pro", "enterprise"]
-TAGS = ["beta", "vip", "trial-extended", "partner", "edu", "api", "sso", "churn-risk"]
-TIMEZONES = ["Europe/Berlin", "America/New_York", "America/Los_Angeles", "Asia/Tokyo", "UTC"]
-EVENT_NAMES = ["page_viewed", "feature_used", "session_started", "login", "api_call", "report_viewed",
-               "dashboard_viewed", "search_performed", "created_project", "logout", "comment_added",
-               "file_uploaded", "export_created", "invited_teammate", "settings_changed",
-               "integration_connected", "billing_viewed", "support_ticket_opened", "upgraded_plan",
-               "seat_added"]
+STAGES, LOCALES, PLANS_T = h.names(h.STAGES), h.names(h.LOCALES), h.names(h.PLAN_TRAITS)
+ROLES, TAGS, TIMEZONES, EVENT_NAMES = h.ROLES, h.TAGS, h.TIMEZONES, h.EVENT_NAMES
 EVENT_WEIGHTS = [30, 14, 11, 8, 5, 6, 6, 5, 3, 3, 3, 2, 2, 1.2, 1.2, 0.6, 0.8, 0.7, 0.2, 0.3]
+
+OPTIONS = """
+--contexts 5000   user contexts timed in process
+--passes 7        in-process passes over the contexts
+--users 3000      users ingested over HTTP
+--requests 3000   measured dry-run requests
+--warmup 200      warm-up dry-run requests
+--breakdown 300   in-process dry runs for the breakdown
+--seed 20261102   seed of the playbooks and users
+--skip-http       only the in-process part
+--show-hand       print the generated hand-written evaluator
+--strict          exit 1 when the goal is missed or decisions differ
+"""
 
 
 def make_playbooks(seed: int) -> list[dict]:
@@ -230,9 +165,6 @@ def event_clauses(playbooks) -> list[tuple[str, float | None]]:
     return sorted(out, key=lambda c: (c[0], c[1] or 0))
 
 
-# --- users ---------------------------------------------------------------------------------
-
-
 @dataclass
 class UserCase:
     user: UserContext
@@ -240,7 +172,7 @@ class UserCase:
     history: History
 
 
-def make_users(n: int, seed: int, clauses, playbook_ids: list[str]) -> list[UserCase]:
+def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[str, int]) -> list[UserCase]:
     rng = random.Random(seed)
     rnd = rng.random
     out = []
@@ -291,7 +223,7 @@ def make_users(n: int, seed: int, clauses, playbook_ids: list[str]) -> list[User
         for pid in rng.sample(playbook_ids, rng.randrange(0, 4)):
             for_user[pid] = rng.randrange(1, 3)
             last_for_user[pid] = NOW - timedelta(hours=rng.expovariate(1 / 48))
-        out.append(UserCase(user, counts, History(for_user, last_for_user, {})))
+        out.append(UserCase(user, counts, History(for_user, last_for_user, day)))
     return out
 
 
@@ -526,181 +458,19 @@ def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) ->
         for case in users:
             early(case.user, case.counts, case.history, NOW)
 
-    runs = [("decide", run_decide), ("hand", run_hand), ("hand-early", run_early)]
-    for fn in (run_decide, run_hand, run_early):   # warm-up
+    runs = {"decide": run_decide, "hand": run_hand, "hand-early": run_early}
+    for fn in runs.values():   # warm-up
         fn()
-    for p in range(passes):
-        for label, fn in (runs if p % 2 == 0 else runs[::-1]):
-            t0 = time.perf_counter()
-            fn()
-            stats[label].append((time.perf_counter() - t0) / len(users) * 1e6)
+    for _, label in h.interleave(passes, list(runs)):
+        stats[label].append(h.timed(runs[label])[0] / len(users) * 1e6)
     picked = sum(1 for case in users
                  if decide(case.user, playbooks, case.history, now=NOW, every=True).playbook_id is not None)
     matched = statistics.fmean(decide(c.user, playbooks, c.history, now=NOW, every=True).matched_playbooks
                                for c in users)
-    return {"stats": stats, "diffs": diffs, "src_lines": src.count("\n"), "picked": picked, "matched": matched,
-            "src": src}
+    return {"stats": stats, "diffs": diffs, "picked": picked, "matched": matched, "src": src}
 
 
-# --- HTTP environment ------------------------------------------------------------------------
-
-
-def _no_control_socket() -> list[str]:
-    from gunicorn import config
-
-    names = {setting.name for setting in config.KNOWN_SETTINGS}
-    return ["--no-control-socket"] if "control_socket_disable" in names else []
-
-
-class Environment:
-    """Everything the HTTP part creates, and its teardown (safe at any stage)."""
-
-    def __init__(self):
-        self.dbname = f"cs_bench_decide_{uuid.uuid4().hex[:10]}"
-        self.prefix = f"csbench-{uuid.uuid4().hex[:8]}"
-        self.secret = secrets.token_hex(32)
-        self.db_url = f"{PG}/{self.dbname}"
-        self.tmp = Path(tempfile.mkdtemp(prefix="cs-bench-decide-"))
-        self.db_created = False
-        self.proc: subprocess.Popen | None = None
-        self.port = 0
-        self.log = self.tmp / "api.log"
-        self.tenant_id: str | None = None
-        self.key: str | None = None
-        self.torn_down = False
-
-    def settings(self):
-        from cs_daemon.config import Settings
-
-        return Settings(database_url=self.db_url, redis_url=REDIS, cs_redis_prefix=self.prefix,
-                        cs_secret_key=self.secret, cs_data_dir=self.tmp)
-
-    def create(self) -> None:
-        from cs_daemon import migrate
-        from cs_daemon.runtime import Runtime
-        from cs_daemon.tenants import service as tenants
-
-        with psycopg.connect(_conninfo("postgres"), autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{self.dbname}"')
-        self.db_created = True
-        migrate.upgrade(self.settings())
-        from sqlalchemy import update
-
-        from cs_daemon.tenants.models import Tenant
-
-        rt = Runtime(self.settings())
-        with rt.session() as s:
-            made = tenants.create(s, name="Bench", owner_email="owner@bench.example", now=rt.now(), plan_tier=PLAN)
-            # The scale plan has no tracked-user limit, but tenants.create stores the model's
-            # default (1000) for None (as bench/ingest.py notes too); lift it here.
-            s.execute(update(Tenant).where(Tenant.id == made.tenant.id).values(tracked_user_limit=None))
-        self.tenant_id, self.key = made.tenant.id, made.key.secret
-
-    def start(self) -> None:
-        from cs_daemon.config import Settings
-
-        ours = {name.upper() for name in Settings.model_fields}
-        env = {k: v for k, v in os.environ.items() if k.upper() not in ours}
-        env.update({"DATABASE_URL": self.db_url, "REDIS_URL": REDIS, "CS_REDIS_PREFIX": self.prefix,
-                    "CS_SECRET_KEY": self.secret, "CS_DATA_DIR": str(self.tmp / "data"),
-                    "CS_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"})
-        self.port = _free_port()
-        argv = [sys.executable, "-m", "gunicorn", "webapp.wsgi:app", "--workers", str(WORKERS),
-                "--bind", f"{HOST}:{self.port}", "--pythonpath", str(ROOT), "--graceful-timeout", "5",
-                *_no_control_socket()]
-        with open(self.log, "wb") as fh:
-            self.proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def url(self, path: str) -> str:
-        return f"http://{HOST}:{self.port}{path}"
-
-    def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-    def wait_ready(self, timeout: float = 30.0) -> requests.Response:
-        deadline = time.monotonic() + timeout
-        last = "no answer"
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BenchError(f"gunicorn exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                resp = requests.get(self.url("/api/settings"), headers=self.headers(), timeout=5)
-                if resp.status_code == 200:
-                    return resp
-                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
-            except requests.RequestException as exc:
-                last = str(exc)
-            time.sleep(0.1)
-        raise BenchError(f"gunicorn not ready after {timeout:.0f} s ({last}):\n{self.log_tail()}")
-
-    def headers(self) -> dict:
-        return {"Authorization": f"Bearer {self.key}"}
-
-    def teardown(self) -> list[str]:
-        if self.torn_down:
-            return []
-        self.torn_down = True
-        problems, done = [], []
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                problems.append("gunicorn did not stop on SIGTERM; killed")
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait(timeout=5)
-            done.append("gunicorn stopped")
-        try:
-            from cs_daemon.db import dispose_engines
-
-            dispose_engines()
-        except Exception as exc:  # pragma: no cover
-            problems.append(f"disposing engines: {exc}")
-        if self.db_created:
-            try:
-                with psycopg.connect(_conninfo("postgres"), autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
-                self.db_created = False
-                done.append(f"database {self.dbname} dropped")
-            except Exception as exc:
-                problems.append(f"dropping database {self.dbname}: {exc}")
-        try:
-            client = redis.Redis.from_url(REDIS, socket_timeout=5)
-            batch = list(client.scan_iter(f"{self.prefix}:*", count=1000))
-            if batch:
-                client.delete(*batch)
-            client.close()
-            done.append(f"{len(batch)} Redis keys deleted")
-        except Exception as exc:
-            problems.append(f"deleting Redis keys {self.prefix}:*: {exc}")
-        for f in sorted(self.tmp.rglob("*"), reverse=True):
-            try:
-                f.unlink() if f.is_file() else f.rmdir()
-            except OSError:
-                pass
-        try:
-            self.tmp.rmdir()
-        except OSError:
-            pass
-        print(f"teardown: {', '.join(done) or 'nothing to undo'}", file=sys.stderr)
-        return problems
-
-
-def _check(resp: requests.Response, what: str, status: int = 200) -> dict:
-    if resp.status_code != status:
-        raise BenchError(f"{what}: HTTP {resp.status_code}: {resp.text[:400]}")
-    return resp.json()
+# --- over HTTP ---------------------------------------------------------------------------------
 
 
 def track_batches(n_users: int, seed: int, real_now: datetime) -> tuple[list[dict], int]:
@@ -738,265 +508,157 @@ def track_batches(n_users: int, seed: int, real_now: datetime) -> tuple[list[dic
     return [{"events": events[k:k + 100]} for k in range(0, len(events), 100)], len(events)
 
 
-def percentiles(xs: list[float]) -> dict:
-    ms = [x * 1000 for x in xs]
-    q = statistics.quantiles(ms, n=100, method="inclusive")
-    return {"p50": statistics.median(ms), "p95": q[94], "p99": q[98], "mean": statistics.fmean(ms),
-            "max": max(ms), "n": len(ms)}
 
 
-def http_part(args, playbooks: list[dict]) -> dict:
-    env = Environment()
-    out: dict = {"env": env}
-    try:
-        print(f"HTTP: database {env.dbname}, Redis prefix {env.prefix}", file=sys.stderr)
-        env.create()
-        env.start()
-        first = env.wait_ready()
-        from cs_daemon.plans import plan
+def http_part(bench: h.Bench, args, playbooks: list[dict]) -> dict:
+    db = bench.database()
+    h.say(f"HTTP: database {db}, Redis prefix {bench.prefix}")
+    tenant = bench.tenant(db, PLAN, unlimited=True)
+    srv = bench.gunicorn(db, CS_LOG_LEVEL="WARNING")
+    api = h.Api(srv.url(), tenant.key)
+    first = srv.wait_http("/api/settings", api.headers)
+    from cs_daemon.plans import plan
 
-        if first.headers.get("X-RateLimit-Limit") != str(plan(PLAN).requests_per_minute):
-            raise BenchError(f"expected X-RateLimit-Limit {plan(PLAN).requests_per_minute} (production mode), "
-                             f"got {first.headers.get('X-RateLimit-Limit')!r}")
-        s = requests.Session()
-        h = env.headers()
-        t0 = time.perf_counter()
-        ids = []
-        for pb in playbooks:
-            made = _check(s.post(env.url("/api/playbooks"), json=pb, headers=h, timeout=30), "POST /api/playbooks",
-                          201)
-            _check(s.put(env.url(f"/api/playbooks/{made['id']}/status"), json={"status": "active"}, headers=h,
-                         timeout=30), "PUT status")
-            ids.append(made["id"])
-        out["playbooks_s"] = time.perf_counter() - t0
-        real_now = datetime.now(timezone.utc)
-        bodies, n_events = track_batches(args.users, args.seed, real_now)
-        t0 = time.perf_counter()
-        errors: list[str] = []
-        lock = threading.Lock()
-        cursor = iter(bodies)
+    if first.headers.get("X-RateLimit-Limit") != str(plan(PLAN).requests_per_minute):
+        raise h.BenchError(f"expected X-RateLimit-Limit {plan(PLAN).requests_per_minute} (production mode), "
+                           f"got {first.headers.get('X-RateLimit-Limit')!r}")
+    out: dict = {}
+    def create(pb: dict) -> None:
+        made = api.call("POST", "/api/playbooks", pb, 201)
+        api.call("PUT", f"/api/playbooks/{made['id']}/status", {"status": "active"})
 
-        def worker():
-            sess = requests.Session()
-            while True:
-                with lock:
-                    body = next(cursor, None)
-                if body is None or errors:
-                    return
-                try:
-                    resp = sess.post(env.url("/api/track"), json=body, headers=h, timeout=60)
-                except requests.RequestException as exc:
-                    errors.append(f"POST /api/track: {exc}")
-                    return
-                if resp.status_code != 200:
-                    errors.append(f"POST /api/track: HTTP {resp.status_code}: {resp.text[:300]}")
-                elif resp.json().get("over_limit"):
-                    errors.append(f"POST /api/track: events over the tracked-user limit: {resp.text[:300]}")
+    out["playbooks_s"], _ = h.timed(lambda: [create(pb) for pb in playbooks])
+    bodies, out["ingest_events"] = track_batches(args.users, args.seed, datetime.now(timezone.utc))
 
-        threads = [threading.Thread(target=worker) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise BenchError(errors[0])
-        out["ingest_s"] = time.perf_counter() - t0
-        stats = _check(s.get(env.url("/api/customers/stats"), headers=h, timeout=30), "GET /api/customers/stats")
-        if stats.get("stats", {}).get("total") != args.users:
-            raise BenchError(f"expected {args.users} customers after ingest, the API counts {stats}")
-        out["ingest_events"] = n_events
-        out["ingest_requests"] = len(bodies)
-        user_ids = [f"user-{i:06d}" for i in range(args.users)]
-        rng = random.Random(args.seed + 3)
-        # check one response
-        sample = _check(s.post(env.url("/api/interventions/dry-run"), json={"user_id": user_ids[0]}, headers=h,
-                               timeout=30), "dry-run")
-        if len(sample["rules"]) != N_PLAYBOOKS:
-            raise BenchError(f"dry-run lists {len(sample['rules'])} rules, expected {N_PLAYBOOKS}")
-        for _ in range(args.warmup):
-            _check(s.post(env.url("/api/interventions/dry-run"), json={"user_id": rng.choice(user_ids)}, headers=h,
-                          timeout=30), "dry-run")
-        probe = LoadProbe()
-        lat: list[float] = []
-        actions: dict[str, int] = {}
-        matched = []
-        sizes = []
-        perf = time.perf_counter
-        t_all = perf()
-        for _ in range(args.requests):
-            uid = rng.choice(user_ids)
-            t0 = perf()
-            resp = s.post(env.url("/api/interventions/dry-run"), json={"user_id": uid}, headers=h, timeout=30)
-            body = resp.content
-            t1 = perf()
-            if resp.status_code != 200:
-                raise BenchError(f"dry-run: HTTP {resp.status_code}: {body[:300]!r}")
-            lat.append(t1 - t0)
-            data = json.loads(body)
-            actions[data["decision"]["action"]] = actions.get(data["decision"]["action"], 0) + 1
-            matched.append(data["context"]["matched_playbooks"])
-            sizes.append(len(body))
-        out["wall"] = perf() - t_all
-        out["load"] = probe.line()
-        out["lat"] = percentiles(lat)
-        out["actions"] = actions
-        out["matched"] = statistics.fmean(matched)
-        out["bytes"] = statistics.fmean(sizes)
-        s.close()
-        if env.proc.poll() is not None:
-            raise BenchError(f"gunicorn died during the run:\n{env.log_tail()}")
-        out["breakdown"] = breakdown(env, user_ids, rng, args.breakdown)
-    except BaseException:
-        problems = env.teardown()
-        for p in problems:
-            print(f"teardown: {p}", file=sys.stderr)
-        raise
+    def track(body):
+        if api.call("POST", "/api/track", body).get("over_limit"):
+            raise h.BenchError("POST /api/track: events over the tracked-user limit")
+
+    with ThreadPoolExecutor(2) as pool:
+        out["ingest_s"], _ = h.timed(lambda: list(pool.map(track, bodies)))
+    out["ingest_requests"] = len(bodies)
+    stats = api.call("GET", "/api/customers/stats")
+    if stats.get("stats", {}).get("total") != args.users:
+        raise h.BenchError(f"expected {args.users} customers after ingest, the API counts {stats}")
+    user_ids = [f"user-{i:06d}" for i in range(args.users)]
+    rng = random.Random(args.seed + 3)
+    sample = api.call("POST", "/api/interventions/dry-run", {"user_id": user_ids[0]})
+    if len(sample["rules"]) != N_PLAYBOOKS:
+        raise h.BenchError(f"dry-run lists {len(sample['rules'])} rules, expected {N_PLAYBOOKS}")
+    for _ in range(args.warmup):
+        api.call("POST", "/api/interventions/dry-run", {"user_id": rng.choice(user_ids)})
+    probe, lat, actions, matched, sizes = h.LoadProbe(), [], {}, [], []
+    url, perf = srv.url("/api/interventions/dry-run"), time.perf_counter
+    t_all = perf()
+    for _ in range(args.requests):
+        uid = rng.choice(user_ids)
+        t0 = perf()
+        resp = api.session.post(url, json={"user_id": uid}, headers=api.headers, timeout=30)
+        body = resp.content
+        t1 = perf()
+        if resp.status_code != 200:
+            raise h.BenchError(f"dry-run: HTTP {resp.status_code}: {body[:300]!r}")
+        lat.append(t1 - t0)
+        data = json.loads(body)
+        actions[data["decision"]["action"]] = actions.get(data["decision"]["action"], 0) + 1
+        matched.append(data["context"]["matched_playbooks"])
+        sizes.append(len(body))
+    out.update(wall=perf() - t_all, load=probe.line(), lat=h.summary(lat), actions=actions,
+               matched=statistics.fmean(matched), bytes=statistics.fmean(sizes))
+    srv.check()
+    out["breakdown"] = breakdown(tenant, user_ids, rng, args.breakdown)
     return out
 
 
-def breakdown(env: Environment, user_ids: list[str], rng: random.Random, n: int) -> dict:
+def breakdown(tenant, user_ids: list[str], rng: random.Random, n: int) -> dict:
     """The route's work in this process (no HTTP, auth, rate limit or serialization), and its
-    parts, on the same database."""
+    parts, on the same database: median and p99 ms."""
     from cs_daemon.customers import service as customers
     from cs_daemon.decisions import context, service
-    from cs_daemon.runtime import Runtime
 
-    rt = Runtime(env.settings())
+    rt, perf = tenant.rt, time.perf_counter
     parts: dict[str, list[float]] = {"dry_run total": [], "session + customer": [], "specs (2 queries)": [],
                                      "user_context (1 query)": [], "history (2 queries)": [], "decide": []}
-    perf = time.perf_counter
     for k in range(n + 20):
-        uid = rng.choice(user_ids)
-        now = rt.now()
-        t0 = perf()
-        with rt.session(env.tenant_id, commit=False) as s:
+        uid, now = rng.choice(user_ids), rt.now()
+        t = [perf()]
+        with rt.session(tenant.id, commit=False) as s:
             service.dry_run(s, uid, now=now)
-        t1 = perf()
-        with rt.session(env.tenant_id, commit=False) as s:
+        t.append(perf())
+        with rt.session(tenant.id, commit=False) as s:
             customer = customers.get(s, uid)
-            t2 = perf()
+            t.append(perf())
             specs = context.specs(s)
-            t3 = perf()
+            t.append(perf())
             user = context.user_context(s, customer, specs, now)
-            t4 = perf()
+            t.append(perf())
             hist = context.history(s, uid, now)
-            t5 = perf()
+            t.append(perf())
             decide(user, specs, hist, now=now, every=True)
-            t6 = perf()
+            t.append(perf())
         if k >= 20:
-            for key, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)):
-                parts[key].append(dt)
-    return {k: (statistics.median(v) * 1000, statistics.quantiles(v, n=100, method="inclusive")[98] * 1000)
-            for k, v in parts.items()}
+            for key, a, b in zip(parts, t, t[1:]):
+                parts[key].append(b - a)
+    return {k: (h.percentile(v, 50) * 1000, h.percentile(v, 99) * 1000) for k, v in parts.items()}
 
 
-# --- main ------------------------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--contexts", type=int, default=5000, help="user contexts timed in process (default 5000)")
-    ap.add_argument("--passes", type=int, default=7, help="in-process passes over the contexts (default 7)")
-    ap.add_argument("--users", type=int, default=3000, help="users ingested over HTTP (default 3000)")
-    ap.add_argument("--requests", type=int, default=3000, help="measured dry-run requests (default 3000)")
-    ap.add_argument("--warmup", type=int, default=200, help="warm-up dry-run requests (default 200)")
-    ap.add_argument("--breakdown", type=int, default=300, help="in-process dry runs for the breakdown (default 300)")
-    ap.add_argument("--seed", type=int, default=20261102)
-    ap.add_argument("--skip-http", action="store_true", help="only the in-process part")
-    ap.add_argument("--show-hand", action="store_true", help="print the generated hand-written evaluator")
-    ap.add_argument("--strict", action="store_true", help="exit 1 when the goal is missed or decisions differ")
-    args = ap.parse_args(argv)
-    if args.contexts < 10 or args.passes < 1 or args.requests < 100 or args.users < 10:
-        ap.error("--contexts >= 10, --passes >= 1, --requests >= 100, --users >= 10")
-
-    def _on_term(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _on_term)
+def run(bench: h.Bench, args) -> int:
     t_start = time.monotonic()
-    status = 0
-    http = None
-    try:
-        playbooks = make_playbooks(args.seed)
-        for pb in playbooks:
-            conditions.validate(pb["entry_conditions"])
-            conditions.validate(pb["exit_conditions"])
-        ids = [f"pb-{i:02d}" for i in range(N_PLAYBOOKS)]
-        rng = random.Random(args.seed + 11)
-        specs = [PlaybookSpec(ids[i], pb["name"], pb["entry_conditions"], pb["exit_conditions"], pb["constraints"],
-                              pb["strategy_hints"], rng.choice([None, None, 0.2, 0.5, 0.8]), pb["lifecycle_area"])
-                 for i, pb in enumerate(playbooks)]
-        clauses = event_clauses(playbooks)
-        users = make_users(args.contexts, args.seed, clauses, ids)
-        day = tenant_day_counts(args.seed, ids)
-        users = [UserCase(u.user, u.counts, History(u.history.for_user, u.history.last_for_user, day))
-                 for u in users]
-        leaves = [sum(1 for _ in _leaves(pb["entry_conditions"])) for pb in playbooks]
-        print(f"in process: {N_PLAYBOOKS} playbooks, {args.contexts} user contexts, {args.passes} passes",
-              file=sys.stderr)
-        probe = LoadProbe()
-        ip = in_process(specs, users, args.passes)
-        ip_load = probe.line()
-        if args.show_hand:
-            print(ip["src"])
-        if not args.skip_http:
-            http = http_part(args, playbooks)
+    playbooks = make_playbooks(args.seed)
+    for pb in playbooks:
+        conditions.validate(pb["entry_conditions"])
+        conditions.validate(pb["exit_conditions"])
+    ids = [f"pb-{i:02d}" for i in range(N_PLAYBOOKS)]
+    rng = random.Random(args.seed + 11)
+    specs = [PlaybookSpec(ids[i], pb["name"], pb["entry_conditions"], pb["exit_conditions"], pb["constraints"],
+                          pb["strategy_hints"], rng.choice([None, None, 0.2, 0.5, 0.8]), pb["lifecycle_area"])
+             for i, pb in enumerate(playbooks)]
+    clauses = event_clauses(playbooks)
+    users = make_users(args.contexts, args.seed, clauses, ids, tenant_day_counts(args.seed, ids))
+    leaves = [sum(1 for _ in _leaves(pb["entry_conditions"])) for pb in playbooks]
+    h.say(f"in process: {N_PLAYBOOKS} playbooks, {args.contexts} user contexts, {args.passes} passes")
+    probe = h.LoadProbe()
+    ip = in_process(specs, users, args.passes)
+    ip_load = probe.line()
+    if args.show_hand:
+        print(ip["src"])
+    http = None if args.skip_http else http_part(bench, args, playbooks)
 
-        st = ip["stats"]
-        d, hd, he = (statistics.median(st[k]) for k in ("decide", "hand", "hand-early"))
-        print()
-        print(f"Decisions: {N_PLAYBOOKS} active playbooks, entry conditions of {min(leaves)}-{max(leaves)} leaves "
-              f"(mean {statistics.fmean(leaves):.1f}), {len(clauses)} distinct event clauses, "
-              f"{sum(1 for pb in playbooks if pb['exit_conditions'])} with exit conditions")
-        print(f"  in process: {args.contexts} user contexts (Facts with precomputed event counts), median of "
-              f"{args.passes} passes, interleaved; {ip_load}")
-        print(f"  per user: {ip['matched']:.1f} playbooks match on average; {ip['picked']} of {args.contexts} users "
-              f"get an action")
-        print()
-        print(f"  {'method':<48} {'us/user':>9} {'ratio':>7}")
-        print(f"  {'decide(..., every=True)':<48} {d:>9.1f} {1.0:>7.2f}")
-        print(f"  {'hand-written: all 50, matched count + best':<48} {hd:>9.1f} {d / hd:>7.2f}  (decide / hand)")
-        print(f"  {'hand-written, rank order, stop at first':<48} {he:>9.1f} {d / he:>7.2f}  (decide / hand-early)")
-        print(f"  per-pass spread (min-max us/user): decide {min(st['decide']):.1f}-{max(st['decide']):.1f}, "
-              f"hand {min(st['hand']):.1f}-{max(st['hand']):.1f}, "
-              f"hand-early {min(st['hand-early']):.1f}-{max(st['hand-early']):.1f}")
-        agree = not ip["diffs"]
-        print(f"  same decision (playbook, action, channel, matched count) for every user: "
-              f"{'yes' if agree else 'NO: ' + str(ip['diffs'][:3])}")
-        verdict = "met" if d / hd <= GOAL else "NOT met"
-        print(f"  goal: decide <= {GOAL:.0f}x hand-written: {d / hd:.2f} ({verdict})")
-        if http:
-            lat = http["lat"]
-            print()
-            print(f"  HTTP: POST /api/interventions/dry-run, gunicorn {WORKERS} sync workers, production mode "
-                  f"(PostgreSQL + Redis), plan {PLAN}")
-            print(f"    setup: 50 playbooks created + activated in {http['playbooks_s']:.1f} s; "
-                  f"{args.users} users / {http['ingest_events']:,} events ingested in "
-                  f"{http['ingest_requests']} POST /api/track in {http['ingest_s']:.1f} s")
-            print(f"    {lat['n']} measured requests after {args.warmup} warm-up, one sequential client, random users; "
-                  f"{http['load']}")
-            print(f"    latency ms: p50 {lat['p50']:.2f}  p95 {lat['p95']:.2f}  p99 {lat['p99']:.2f}  "
-                  f"mean {lat['mean']:.2f}  max {lat['max']:.2f};  {lat['n'] / http['wall']:.0f} req/s")
-            print(f"    responses: {http['actions']}, {http['matched']:.1f} matched playbooks and "
-                  f"{http['bytes'] / 1024:.1f} KiB on average")
-            print(f"    in this process on the same database (median / p99 ms of {args.breakdown}):")
-            for k, (med, p99) in http["breakdown"].items():
-                print(f"      {k:<26} {med:>8.2f} {p99:>8.2f}")
-        print()
-        print(f"  total run {time.monotonic() - t_start:.0f} s")
-        if args.strict and (d / hd > GOAL or not agree):
-            status = 1
-    except BenchError as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        status = 2
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if http is not None:
-            for p in http["env"].teardown():
-                print(f"teardown: {p}", file=sys.stderr)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    return status
+    st = ip["stats"]
+    d, hd, he = (statistics.median(st[k]) for k in ("decide", "hand", "hand-early"))
+    print(f"\nDecisions: {N_PLAYBOOKS} active playbooks, entry conditions of {min(leaves)}-{max(leaves)} leaves "
+          f"(mean {statistics.fmean(leaves):.1f}), {len(clauses)} distinct event clauses, "
+          f"{sum(1 for pb in playbooks if pb['exit_conditions'])} with exit conditions")
+    print(f"  in process: {args.contexts} user contexts (Facts with precomputed event counts), median of "
+          f"{args.passes} passes, interleaved; {ip_load}")
+    print(f"  per user: {ip['matched']:.1f} playbooks match on average; {ip['picked']} of {args.contexts} users "
+          f"get an action\n")
+    print(h.table([["decide(..., every=True)", f"{d:.1f}", "1.00", ""],
+                   ["hand-written: all 50, matched count + best", f"{hd:.1f}", f"{d / hd:.2f}", "(decide / hand)"],
+                   ["hand-written, rank order, stop at first", f"{he:.1f}", f"{d / he:.2f}", "(decide / hand-early)"]],
+                  ["method", "us/user", "ratio", ""], "<>><"))
+    print("  per-pass spread (min-max us/user): " + ", ".join(f"{k} {min(v):.1f}-{max(v):.1f}" for k, v in st.items()))
+    agree = not ip["diffs"]
+    print(f"  same decision (playbook, action, channel, matched count) for every user: "
+          f"{'yes' if agree else 'NO: ' + str(ip['diffs'][:3])}")
+    print(f"  goal: decide <= {GOAL:.0f}x hand-written: {d / hd:.2f} ({'met' if d / hd <= GOAL else 'NOT met'})")
+    if http:
+        lat = http["lat"]
+        print(f"\n  HTTP: POST /api/interventions/dry-run, gunicorn 2 sync workers, production mode "
+              f"(PostgreSQL + Redis), plan {PLAN}")
+        print(f"    setup: 50 playbooks created + activated in {http['playbooks_s']:.1f} s; "
+              f"{args.users} users / {http['ingest_events']:,} events ingested in "
+              f"{http['ingest_requests']} POST /api/track in {http['ingest_s']:.1f} s")
+        print(f"    {lat['n']} measured requests after {args.warmup} warm-up, one sequential client, random users; "
+              f"{http['load']}")
+        print("    latency ms: " + "  ".join(f"{k} {lat[k]:.2f}" for k in ("p50", "p95", "p99", "mean", "max"))
+              + f";  {lat['n'] / http['wall']:.0f} req/s")
+        print(f"    responses: {http['actions']}, {http['matched']:.1f} matched playbooks and "
+              f"{http['bytes'] / 1024:.1f} KiB on average")
+        print(f"    in this process on the same database (median / p99 ms of {args.breakdown}):")
+        print(h.table([[k, f"{a:.2f}", f"{b:.2f}"] for k, (a, b) in http["breakdown"].items()], indent="      "))
+    print(f"\n  total run {time.monotonic() - t_start:.0f} s")
+    return 1 if args.strict and (d / hd > GOAL or not agree) else 0
 
 
 def _leaves(tree):
@@ -1010,5 +672,10 @@ def _leaves(tree):
         yield node
 
 
+def check(args) -> str | None:
+    if args.contexts < 10 or args.passes < 1 or args.requests < 100 or args.users < 10:
+        return "--contexts >= 10, --passes >= 1, --requests >= 100, --users >= 10"
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main("decide", __doc__, OPTIONS, run, check))

@@ -4,19 +4,16 @@ and against fetching users and filtering in Python.
     .venv/bin/python bench/preview_count.py                           # 1M users, ~20M events
     .venv/bin/python bench/preview_count.py --users 50000 --events 1000000   # a quick run
 
-By itself it
-  1. creates a fresh PostgreSQL database (unique name), migrates it with
-     cs_daemon.migrate.upgrade and makes one tenant on the "scale" plan;
-  2. bulk-loads a deterministic (seeded) corpus with COPY (psycopg `cursor.copy`, text
-     format, TRUNCATE + COPY ... FREEZE in one transaction): --users customers (7 lifecycle
+  1. on a fresh database (bench/harness.py) with one tenant on the "scale" plan, bulk-loads
+     a deterministic (seeded) corpus with COPY (TRUNCATE + COPY ... FREEZE in one
+     transaction; indexes and constraints dropped for the load and re-created with their
+     exact migrated definitions, then VACUUM ANALYZE): --users customers (7 lifecycle
      stages, risk levels that follow the stage, scores, team sizes, locales, traits JSON
      with plan / seats / tags / timezone, some values missing or of the "wrong" JSON type)
      and about --events events of 20 names over the last 90 days (per-user volume is
      heavy-tailed, the mix depends on a per-user persona, timestamps cluster towards the
-     user's last activity). The indexes and constraints of both tables are dropped for the
-     load and re-created afterwards with their exact migrated definitions (pg_get_indexdef /
-     pg_get_constraintdef), then VACUUM ANALYZE;
-  3. for five trees (field-only, one event clause, nested any/not, traits, a combined
+     user's last activity);
+  2. for five trees (field-only, one event clause, nested any/not, traits, a combined
      realistic tree) times, interleaved, --runs times each after a warm-up:
        ours:  cs_daemon.playbooks.service.preview_count(session, tree, now=NOW) in a
               tenant-scoped session (Runtime(settings).session(tenant_id)), session
@@ -30,98 +27,55 @@ By itself it
      and prints medians, the ratios (goal: ours <= 1.5x hand on each tree; ours >= 20x
      faster than python), and checks that every method returns the same count (ours and
      every hand variant on all users; python, hand and the compiled tree on the sample);
-  4. prints EXPLAIN (ANALYZE, BUFFERS) of ours and of the hand-written SQL for each tree
-     whose ratio is above the goal (--explain always/never to change that) and a short
-     reading of the plans;
-  5. drops the database, also on error or Ctrl-C (--keep-db keeps it and prints its name;
-     --reuse-db NAME measures an existing database of this script instead of loading).
+  3. prints EXPLAIN (ANALYZE, BUFFERS) of ours and of the hand-written SQL for each tree
+     whose ratio is above the goal (--explain always/never to change that). --keep-db
+     keeps the database and prints its name; --reuse-db NAME measures an existing
+     database of this script instead of loading.
 
 Machine load (load average and the whole machine's busy CPU share) is printed with the
-figures: on a busy 2-CPU machine absolute times move, ratios much less.
-
-Exit status: 0 when the measurement ran (--strict: 1 when a goal is missed or a count
-differs), 2 when setup failed. CS_TEST_PG says where PostgreSQL is (as for the tests)."""
+figures: on a busy 2-CPU machine absolute times move, ratios much less. --strict: exit 1
+when a goal is missed or a count differs."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import secrets
-import signal
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from array import array
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import harness as h
 
-PG = os.environ.get("CS_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
 GOAL_HAND = 1.5
 GOAL_PYTHON = 20.0
 PLAN = "scale"
 DB_PREFIX = "cs_bench_preview_"
 
-
-class BenchError(Exception):
-    pass
-
-
-def _conninfo(dbname: str) -> str:
-    return PG.replace("postgresql+psycopg://", "postgresql://") + f"/{dbname}"
-
-
-# --- machine load ---------------------------------------------------------------------
-
-
-def _cpu_times() -> tuple[float, float]:
-    with open("/proc/stat") as fh:
-        parts = [float(x) for x in fh.readline().split()[1:]]
-    idle = parts[3] + (parts[4] if len(parts) > 4 else 0.0)
-    return sum(parts), idle
-
-
-class LoadProbe:
-    """Load average and the machine's busy CPU share over a phase."""
-
-    def __init__(self):
-        self.load0 = os.getloadavg()
-        self.cpu0 = _cpu_times()
-
-    def line(self) -> str:
-        total, idle = _cpu_times()
-        dt, di = total - self.cpu0[0], idle - self.cpu0[1]
-        busy = 100.0 * (1 - di / dt) if dt > 0 else float("nan")
-        load1 = os.getloadavg()
-        return (f"load average {self.load0[0]:.2f} -> {load1[0]:.2f} on {os.cpu_count()} CPUs, "
-                f"machine CPU busy {busy:.0f}% over the phase")
-
+OPTIONS = """
+--users 1_000_000      customers
+--events 20_000_000    about this many events
+--runs 5               measured runs of each method and tree
+--python-sample 20_000  users the python method is timed on, then extrapolated (0 = all)
+--python-runs 3        runs of the python method
+--seed 20261102        seed of the corpus
+--explain auto|always|never  EXPLAIN ANALYZE when the ratio misses the goal (auto), always or never
+--only ''              comma-separated tree keys to run (default all)
+--keep-db              keep the database (prints its name)
+--reuse-db ''          measure an existing cs_bench_preview_* database, no load
+--strict               exit 1 when a goal is missed or counts differ
+"""
 
 # --- the corpus -----------------------------------------------------------------------
 
-STAGES = [("new", 8), ("onboarding", 20), ("activated", 25), ("engaged", 22), ("at_risk", 12),
-          ("dormant", 8), ("churned", 5)]
-LOCALES = [("en", 40), ("de", 15), ("fr", 10), ("es", 8), ("en-GB", 7), ("ja", 5), ("pt", 5), ("nl", 5)]
-ROLES = ["engineer", "product manager", "designer", "founder", "marketing", "support lead", "admin", "analyst"]
-PLANS_T = [("free", 40), ("starter", 30), ("pro", 20), ("enterprise", 10)]
-TAGS = ["beta", "vip", "trial-extended", "partner", "edu", "api", "sso", "churn-risk"]
-TIMEZONES = ["Europe/Berlin", "America/New_York", "America/Los_Angeles", "Asia/Tokyo", "UTC"]
-EVENT_NAMES = ["page_viewed", "feature_used", "session_started", "login", "api_call", "report_viewed",
-               "dashboard_viewed", "search_performed", "created_project", "logout", "comment_added",
-               "file_uploaded", "export_created", "invited_teammate", "settings_changed",
-               "integration_connected", "billing_viewed", "support_ticket_opened", "upgraded_plan",
-               "seat_added"]
+STAGES, LOCALES, PLANS_T = h.STAGES, h.LOCALES, h.PLAN_TRAITS
+ROLES, TAGS, TIMEZONES, EVENT_NAMES = h.ROLES, h.TAGS, h.TIMEZONES, h.EVENT_NAMES
 # per-persona weights of EVENT_NAMES: casual users browse, power users build, admins manage
 PERSONAS = [
     (60, [30, 12, 12, 9, 1, 6, 6, 5, 2, 4, 2, 1.5, 1, 0.5, 1, 0.2, 0.8, 0.8, 0.1, 0.1]),
@@ -282,7 +236,8 @@ def load_corpus(conninfo: str, tenant_id: str, n_users: int, n_events: int, seed
                     first = now_s - hi_s - base_s
                     ts = [first] + [first - int(span * rnd() ** 1.5) for _ in range(n - 1)]
                     ts = [prefixes[t // 60] + secs[t % 60] for t in ts]
-                    buf += [f"00000000-0000-4000-8000-{seq + j:012x}{head}{names[j]}{tail}{ts[j]}\t{ts[j]}\tapi\tf\t\\N\n"
+                    buf += [f"00000000-0000-4000-8000-{seq + j:012x}{head}{names[j]}{tail}{ts[j]}\t{ts[j]}"
+                            "\tapi\tf\t\\N\n"
                             for j in range(n)]
                     seq += n
                     if len(buf) >= 50000:
@@ -296,27 +251,6 @@ def load_corpus(conninfo: str, tenant_id: str, n_users: int, n_events: int, seed
         conn.commit()
     return stats
 
-
-def drop_indexes_and_constraints(conn: psycopg.Connection, tables: tuple[str, ...]) -> list[str]:
-    """Drop every index and PK/FK/unique constraint of `tables`; return the DDL that
-    re-creates them exactly (constraints first, as their indexes back them)."""
-    ddl: list[str] = []
-    drops: list[str] = []
-    for table in tables:
-        for name, definition in conn.execute(
-                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass "
-                "AND contype IN ('p', 'f', 'u') ORDER BY contype DESC, conname", (table,)):
-            ddl.append(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
-            drops.append(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
-        for name, definition in conn.execute(
-                "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-                "WHERE x.indrelid = %s::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c "
-                "WHERE c.conindid = x.indexrelid) ORDER BY i.relname", (table,)):
-            ddl.append(definition)
-            drops.append(f'DROP INDEX "{name}"')
-    for stmt in drops:
-        conn.execute(stmt)
-    return ddl
 
 
 # --- the trees and their hand-written SQL ---------------------------------------------------
@@ -393,7 +327,8 @@ def trees() -> list[Tree]:
              [Variant("->> / json_typeof / jsonb @> on the array",
                       "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} "
                       "AND json_typeof(c.traits->'plan') = 'string' AND c.traits->>'plan' IN ('pro', 'enterprise') "
-                      "AND CASE WHEN json_typeof(c.traits->'seats') = 'number' THEN (c.traits->>'seats')::float8 >= 10 ELSE false END "
+                      "AND CASE WHEN json_typeof(c.traits->'seats') = 'number' "
+                      "THEN (c.traits->>'seats')::float8 >= 10 ELSE false END "
                       "AND CASE json_typeof(c.traits->'tags') "
                       "WHEN 'array' THEN (c.traits->'tags')::jsonb @> '[\"beta\"]' "
                       "WHEN 'string' THEN strpos(c.traits->>'tags', 'beta') > 0 ELSE false END"),
@@ -401,7 +336,8 @@ def trees() -> list[Tree]:
                       "SELECT count(*) FROM customers c CROSS JOIN LATERAL (SELECT c.traits::jsonb AS j) t "
                       "WHERE c.tenant_id = %(t)s {scope} "
                       "AND t.j->>'plan' IN ('pro', 'enterprise') AND jsonb_typeof(t.j->'plan') = 'string' "
-                      "AND CASE WHEN jsonb_typeof(t.j->'seats') = 'number' THEN (t.j->'seats')::float8 >= 10 ELSE false END "
+                      "AND CASE WHEN jsonb_typeof(t.j->'seats') = 'number' "
+                      "THEN (t.j->'seats')::float8 >= 10 ELSE false END "
                       "AND CASE jsonb_typeof(t.j->'tags') WHEN 'array' THEN t.j->'tags' @> '[\"beta\"]' "
                       "WHEN 'string' THEN strpos(t.j->>'tags', 'beta') > 0 ELSE false END")],
              {}),
@@ -430,13 +366,6 @@ def trees() -> list[Tree]:
     return out
 
 
-# --- the three methods -------------------------------------------------------------------
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - t0, value
 
 
 class Methods:
@@ -539,7 +468,7 @@ def capture_ours_sql(rt, tenant_id: str, tree: Tree) -> tuple[str, dict]:
     finally:
         event.remove(engine, "before_cursor_execute", grab)
     if not seen:
-        raise BenchError("could not capture the preview_count statement")
+        raise h.BenchError("could not capture the preview_count statement")
     return seen[-1]
 
 
@@ -549,6 +478,8 @@ def explain(raw: psycopg.Connection, sql: str, params: dict) -> str:
         text = "\n".join(r[0] for r in cur.fetchall())
     raw.rollback()
     return text
+
+
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -568,252 +499,154 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--users", type=int, default=1_000_000, help="customers (default 1,000,000)")
-    ap.add_argument("--events", type=int, default=20_000_000, help="about this many events (default 20,000,000)")
-    ap.add_argument("--runs", type=int, default=5, help="measured runs of each method and tree (default 5)")
-    ap.add_argument("--python-sample", type=int, default=20_000,
-                    help="users the python method is timed on, then extrapolated (default 20,000; 0 = all)")
-    ap.add_argument("--python-runs", type=int, default=3, help="runs of the python method (default 3)")
-    ap.add_argument("--seed", type=int, default=20261102)
-    ap.add_argument("--explain", choices=("auto", "always", "never"), default="auto",
-                    help="EXPLAIN ANALYZE when the ratio misses the goal (auto), always or never")
-    ap.add_argument("--only", default="", help="comma-separated tree keys to run (default all)")
-    ap.add_argument("--keep-db", action="store_true", help="keep the database (prints its name)")
-    ap.add_argument("--reuse-db", default="", help=f"measure an existing {DB_PREFIX}* database, no load")
-    ap.add_argument("--strict", action="store_true", help="exit 1 when a goal is missed or counts differ")
-    args = ap.parse_args(argv)
-    if args.users < 1000 or args.events < 0 or args.runs < 1:
-        ap.error("--users must be >= 1000, --events >= 0, --runs >= 1")
+def load(bench: h.Bench, args, db: str, rt) -> tuple[str, LoadStats, str]:
+    """The tenant and the corpus (or those of --reuse-db); the load phase's machine load."""
+    if args.reuse_db:
+        with psycopg.connect(h.conninfo(args.reuse_db)) as conn:
+            tenant_id = conn.execute("SELECT id FROM tenants WHERE name = 'Bench'").fetchone()[0]
+            loaded = LoadStats(*(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                                 for t in ("customers", "events")))
+        return tenant_id, loaded, "(reused database, no load)"
+    h.say(f"database {db}: loading {args.users:,} users and ~{args.events:,} events")
+    tenant_id = bench.tenant(db, PLAN, now=NOW, rt=rt).id
+    probe = h.LoadProbe()
+    loaded = LoadStats()
 
-    def _on_term(signum, _frame):
-        raise SystemExit(128 + signum)
+    def copy() -> dict[str, float]:
+        nonlocal loaded
+        loaded = load_corpus(h.conninfo(db), tenant_id, args.users, args.events, args.seed)
+        return loaded.seconds
 
-    signal.signal(signal.SIGTERM, _on_term)
-    from cs_daemon.config import Settings
-    from cs_daemon.db import dispose_engines
-    from cs_daemon.runtime import Runtime
+    loaded.seconds = h.reload(db, ("customers", "events"), copy)
+    return tenant_id, loaded, probe.line()
 
-    reuse = args.reuse_db
-    if reuse and not reuse.startswith(DB_PREFIX):
-        ap.error(f"--reuse-db takes a database made by this script ({DB_PREFIX}...)")
-    dbname = reuse or f"{DB_PREFIX}{uuid.uuid4().hex[:10]}"
-    tmp = Path(tempfile.mkdtemp(prefix="cs-bench-preview-"))
-    created = False
-    status = 0
+
+def run(bench: h.Bench, args) -> int:
     t_start = time.monotonic()
-    raw = None
-    try:
-        settings = Settings(database_url=f"{PG}/{dbname}", redis_url=None, cs_secret_key=secrets.token_hex(16),
-                            cs_data_dir=tmp)
-        rt = Runtime(settings)
-        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start", file=sys.stderr)
-        if not reuse:
-            from cs_daemon import migrate
-            from cs_daemon.tenants import service as tenants
+    h.say(f"machine: {h.CPUS} CPUs, load average {os.getloadavg()[0]:.2f} at start")
+    db = bench.database(reuse=args.reuse_db)
+    rt = bench.runtime(db, redis_url=None)
+    tenant_id, loaded, load_line = load(bench, args, db, rt)
+    with psycopg.connect(h.conninfo(db)) as conn:
+        sizes = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('customers')), "
+                             "pg_size_pretty(pg_total_relation_size('events')), "
+                             "pg_size_pretty(pg_relation_size('ix_events_user'))").fetchone()
+    h.say(f"loaded {loaded.users:,} users, {loaded.events:,} events "
+          f"({', '.join(f'{k} {v:.1f} s' for k, v in loaded.seconds.items())}); "
+          f"customers {sizes[0]}, events {sizes[1]} (ix_events_user {sizes[2]})")
+    raw = psycopg.connect(h.conninfo(db))
+    bench.cleanups.append(raw.close)
+    methods = Methods(rt, tenant_id, raw)
+    keep = set(args.only.split(",")) if args.only else None
+    results = [Result(t, hand={v.label: [] for v in t.variants}) for t in trees() if not keep or t.key in keep]
+    sample = loaded.users if args.python_sample <= 0 else min(args.python_sample, loaded.users)
+    lo, hi = user_id(0), user_id(sample)
 
-            with psycopg.connect(_conninfo("postgres"), autocommit=True, connect_timeout=5) as conn:
-                conn.execute(f'CREATE DATABASE "{dbname}"')
-            created = True
-            print(f"database {dbname}: migrating, loading {args.users:,} users and ~{args.events:,} events",
-                  file=sys.stderr)
-            migrate.upgrade(settings)
-            with rt.session() as s:
-                made = tenants.create(s, name="Bench", owner_email="owner@bench.example", now=NOW, plan_tier=PLAN)
-            tenant_id = made.tenant.id
-            probe = LoadProbe()
-            with psycopg.connect(_conninfo(dbname), autocommit=True) as conn:
-                ddl = drop_indexes_and_constraints(conn, ("customers", "events"))
-            dispose_engines()
-            loaded = load_corpus(_conninfo(dbname), tenant_id, args.users, args.events, args.seed)
-            t0 = time.perf_counter()
-            with psycopg.connect(_conninfo(dbname), autocommit=True) as conn:
-                conn.execute("SET maintenance_work_mem = '512MB'")
-                for stmt in ddl:
-                    conn.execute(stmt)
-                loaded.seconds["indexes + constraints"] = time.perf_counter() - t0
-                t1 = time.perf_counter()
-                conn.execute("VACUUM ANALYZE customers")
-                conn.execute("VACUUM ANALYZE events")
-                loaded.seconds["VACUUM ANALYZE"] = time.perf_counter() - t1
-            load_line = probe.line()
+    h.say("warming up")   # every query once (caches, plans, the engine's pool), counts recorded
+    for res in results:
+        res.counts["ours"] = methods.ours(res.tree)
+        for v in res.tree.variants:
+            res.counts[v.label] = methods.hand(res.tree, v)
+    # fixed cost of a call: a tree the planner answers without reading a row
+    empty = Tree("empty", "", {"any": []}, [Variant("WHERE false", "SELECT count(*) FROM customers c "
+                                                    "WHERE c.tenant_id = %(t)s {scope} AND false")], {})
+    fixed = {"ours": [], "hand": []}
+    for k in range(40):
+        for side, fn in (("ours", lambda: methods.ours(empty)),
+                         ("hand", lambda: methods.hand(empty, empty.variants[0]))):
+            dt, _ = h.timed(fn)
+            if k >= 10:
+                fixed[side].append(dt)
+    probe, t_measure = h.LoadProbe(), time.monotonic()
+    for r, (res, v) in h.interleave(args.runs, [(res, v) for res in results for v in [None, *res.tree.variants]]):
+        if v is None:
+            dt, res.counts["ours"] = h.timed(lambda: methods.ours(res.tree))
+            res.ours.append(dt)
         else:
-            with psycopg.connect(_conninfo(dbname)) as conn:
-                tenant_id = conn.execute("SELECT id FROM tenants WHERE name = 'Bench'").fetchone()[0]
-                n_u = conn.execute("SELECT count(*) FROM customers").fetchone()[0]
-                n_e = conn.execute("SELECT count(*) FROM events").fetchone()[0]
-            loaded = LoadStats(n_u, n_e)
-            load_line = "(reused database, no load)"
-        with psycopg.connect(_conninfo(dbname)) as conn:
-            sizes = conn.execute(
-                "SELECT pg_size_pretty(pg_total_relation_size('customers')), "
-                "pg_size_pretty(pg_total_relation_size('events')), "
-                "pg_size_pretty(pg_relation_size('ix_events_user'))").fetchone()
-        print(f"loaded {loaded.users:,} users, {loaded.events:,} events "
-              f"({', '.join(f'{k} {v:.1f} s' for k, v in loaded.seconds.items())}); "
-              f"customers {sizes[0]}, events {sizes[1]} (ix_events_user {sizes[2]})", file=sys.stderr)
+            res.hand[v.label].append(h.timed(lambda: methods.hand(res.tree, v))[0])
+        if len(results[0].ours) == r + 1 == len(results[-1].ours):
+            h.say(f"  run {r + 1}/{args.runs} done ({time.monotonic() - t_measure:.0f} s)")
+    sql_line = probe.line()
 
-        raw = psycopg.connect(_conninfo(dbname))
-        methods = Methods(rt, tenant_id, raw)
-        all_trees = trees()
-        if args.only:
-            keep = set(args.only.split(","))
-            all_trees = [t for t in all_trees if t.key in keep]
-        results = [Result(t, hand={v.label: [] for v in t.variants}) for t in all_trees]
-        sample = loaded.users if args.python_sample <= 0 else min(args.python_sample, loaded.users)
-        lo, hi = user_id(0), user_id(sample)
+    probe = h.LoadProbe()
+    h.say(f"python method on {sample:,} users")
+    for res in results:
+        methods.python(res.tree, lo, hi)  # warm-up
+        for _ in range(args.python_runs):
+            dt, n = h.timed(lambda: methods.python(res.tree, lo, hi))
+            res.python_sample_s.append(dt)
+        res.sample_counts["python"] = n
+        res.sample_counts["hand"] = methods.hand(res.tree, res.tree.variants[0], (lo, hi))
+        res.sample_counts["ours"] = methods.ours_scoped(res.tree, lo, hi)
+    py_line = probe.line()
 
-        # warm-up: every query once (caches, plans, the engine's pool), counts recorded
-        print("warming up", file=sys.stderr)
-        for res in results:
-            res.counts["ours"] = methods.ours(res.tree)
-            for v in res.tree.variants:
-                res.counts[v.label] = methods.hand(res.tree, v)
-        # fixed cost of a call: a tree the planner answers without reading a row
-        empty = Tree("empty", "", {"any": []}, [Variant("WHERE false", "SELECT count(*) FROM customers c "
-                                                        "WHERE c.tenant_id = %(t)s {scope} AND false")], {})
-        fixed_ours, fixed_hand = [], []
-        for k in range(40):
-            dt, _ = timed(lambda: methods.ours(empty))
-            fixed_ours.append(dt) if k >= 10 else None
-            dt, _ = timed(lambda: methods.hand(empty, empty.variants[0]))
-            fixed_hand.append(dt) if k >= 10 else None
-        probe = LoadProbe()
-        t_measure = time.monotonic()
-        for r in range(args.runs):
-            for res in results:
-                order = [("ours", None)] + [("hand", v) for v in res.tree.variants]
-                if r % 2:
-                    order.reverse()
-                for kind, v in order:
-                    if kind == "ours":
-                        dt, n = timed(lambda: methods.ours(res.tree))
-                        res.ours.append(dt)
-                        res.counts["ours"] = n
-                    else:
-                        dt, n = timed(lambda: methods.hand(res.tree, v))
-                        res.hand[v.label].append(dt)
-            print(f"  run {r + 1}/{args.runs} done ({time.monotonic() - t_measure:.0f} s)", file=sys.stderr)
-        sql_line = probe.line()
+    factor = loaded.users / sample
+    print(f"\nPreview count on PostgreSQL: {loaded.users:,} users, {loaded.events:,} events, one tenant; "
+          f"median of {args.runs} runs after a warm-up, interleaved")
+    print(f"  load: {load_line}\n  SQL timing: {sql_line}\n  python timing: {py_line}")
+    print(f"  python: timed on the first {sample:,} users (user-id range), median of {args.python_runs} runs, "
+          f"extrapolated x{factor:.1f} to all users" if factor > 1 else
+          f"  python: timed on all users, median of {args.python_runs} runs")
+    print(f"  fixed cost of a call (tree {{\"any\": []}}, no row read), median of 30: ours "
+          f"{_median(fixed['ours']) * 1000:.2f} ms (session, pool pre-ping, tenant scope, compile), "
+          f"raw psycopg {_median(fixed['hand']) * 1000:.2f} ms\n")
+    misses: list[str] = []
+    summary, rows = [], []
+    for res in results:
+        ours = _median(res.ours) * 1000
+        hand = _median(res.hand[res.tree.variants[0].label]) * 1000
+        best_label = min(res.hand, key=lambda k: _median(res.hand[k]))
+        best = _median(res.hand[best_label]) * 1000
+        py = _median(res.python_sample_s) * 1000 * factor
+        agree = len(set(res.counts.values())) == 1 and len(set(res.sample_counts.values())) == 1
+        rows.append([res.tree.key, f"{ours:.1f}", f"{hand:.1f}", f"{ours / hand:.2f}", f"{best:.1f}",
+                     f"{ours / best:.2f}", f"{py:.0f}", f"{py / ours:.1f}", f"{res.counts['ours']:,}",
+                     "yes" if agree else "NO"])
+        summary.append((res, ours, hand, best, best_label))
+        if ours / hand > GOAL_HAND:
+            misses.append(f"{res.tree.key}: ours/hand {ours / hand:.2f} > {GOAL_HAND}")
+        if py / ours < GOAL_PYTHON:
+            misses.append(f"{res.tree.key}: python/ours {py / ours:.1f} < {GOAL_PYTHON}")
+        if not agree:
+            misses.append(f"{res.tree.key}: counts differ: all users {res.counts}, sample {res.sample_counts}")
+    print(h.table(rows, ["tree", "ours ms", "hand ms", "ours/hand", "best hand", "ours/best", "python ms",
+                         "py/ours", "count", "agree"], "<>>>>>>>><"))
+    print("\n  trees and hand-written variants (median ms; count on all users):")
+    for res, ours, *_ in summary:
+        print(f"  [{res.tree.key}] {res.tree.title}\n      tree: {json.dumps(res.tree.tree)}")
+        print(f"      {'ours (preview_count)':<66} {ours:>9.1f} ms  count {res.counts['ours']:,}")
+        for k, v in enumerate(res.tree.variants):
+            ms = _median(res.hand[v.label]) * 1000
+            print(f"      {'hand*' if k == 0 else 'alt  '} {v.label:<60.60} {ms:>9.1f} ms"
+                  f"  count {res.counts[v.label]:,}")
+        sc = res.sample_counts
+        print(f"      sample of {sample:,} users: python {sc['python']:,}, hand {sc['hand']:,}, compiled tree "
+              f"{sc['ours']:,}; python {_median(res.python_sample_s) * 1000:.0f} ms on the sample")
+    print("  (hand* = what a careful engineer would write first; alt = alternatives timed in the same run)\n")
+    print(f"  goals: ours <= {GOAL_HAND}x hand on each tree; ours >= {GOAL_PYTHON}x faster than python")
+    print("  " + ("all met" if not misses else "missed: " + "; ".join(misses)))
+    for res, ours, hand, best, best_label in summary:
+        if args.explain == "never" or (args.explain == "auto" and ours / best <= GOAL_HAND):
+            continue
+        sql, params = capture_ours_sql(rt, tenant_id, res.tree)
+        print(f"\n=== EXPLAIN ANALYZE [{res.tree.key}] ours (ours/hand {ours / hand:.2f}, "
+              f"ours/best {ours / best:.2f}) ===")
+        print(sql)
+        print(explain(raw, sql, params))
+        for label in dict.fromkeys([res.tree.variants[0].label, best_label]):
+            v = next(x for x in res.tree.variants if x.label == label)
+            print(f"--- EXPLAIN ANALYZE [{res.tree.key}] hand: {label} ---")
+            print(explain(raw, v.sql.replace("{scope}", ""), {"t": tenant_id, "now": NOW, **res.tree.params}))
+    print(f"\n  total run {time.monotonic() - t_start:.0f} s")
+    return 1 if args.strict and misses else 0
 
-        probe = LoadProbe()
-        print(f"python method on {sample:,} users", file=sys.stderr)
-        for res in results:
-            methods.python(res.tree, lo, hi)  # warm-up
-            for _ in range(args.python_runs):
-                dt, n = timed(lambda: methods.python(res.tree, lo, hi))
-                res.python_sample_s.append(dt)
-            res.sample_counts["python"] = n
-            res.sample_counts["hand"] = methods.hand(res.tree, res.tree.variants[0], (lo, hi))
-            res.sample_counts["ours"] = methods.ours_scoped(res.tree, lo, hi)
-        py_line = probe.line()
 
-        # --- report ---
-        factor = loaded.users / sample
-        print()
-        print(f"Preview count on PostgreSQL: {loaded.users:,} users, {loaded.events:,} events, one tenant; "
-              f"median of {args.runs} runs after a warm-up, interleaved")
-        print(f"  load: {load_line}")
-        print(f"  SQL timing: {sql_line}")
-        print(f"  python timing: {py_line}")
-        print(f"  python: timed on the first {sample:,} users (user-id range), median of {args.python_runs} runs, "
-              f"extrapolated x{factor:.1f} to all users" if factor > 1 else
-              f"  python: timed on all users, median of {args.python_runs} runs")
-        print(f"  fixed cost of a call (tree {{\"any\": []}}, no row read), median of 30: ours "
-              f"{_median(fixed_ours) * 1000:.2f} ms (session, pool pre-ping, tenant scope, compile), "
-              f"raw psycopg {_median(fixed_hand) * 1000:.2f} ms")
-        print()
-        print(f"  {'tree':<9} {'ours ms':>9} {'hand ms':>9} {'ours/hand':>9} {'best hand':>10} {'ours/best':>9} "
-              f"{'python ms':>11} {'py/ours':>8} {'count':>9}  agree")
-        misses: list[str] = []
-        summary = []
-        for res in results:
-            ours = _median(res.ours) * 1000
-            primary = res.tree.variants[0].label
-            hand = _median(res.hand[primary]) * 1000
-            best_label = min(res.hand, key=lambda k: _median(res.hand[k]))
-            best = _median(res.hand[best_label]) * 1000
-            py = _median(res.python_sample_s) * 1000 * factor
-            full_ok = len(set(res.counts.values())) == 1
-            sample_ok = len(set(res.sample_counts.values())) == 1
-            agree = "yes" if full_ok and sample_ok else "NO"
-            print(f"  {res.tree.key:<9} {ours:>9.1f} {hand:>9.1f} {ours / hand:>9.2f} {best:>10.1f} "
-                  f"{ours / best:>9.2f} {py:>11.0f} {py / ours:>8.1f} {res.counts['ours']:>9,}  {agree}")
-            summary.append((res, ours, hand, best, best_label, py))
-            if ours / hand > GOAL_HAND:
-                misses.append(f"{res.tree.key}: ours/hand {ours / hand:.2f} > {GOAL_HAND}")
-            if py / ours < GOAL_PYTHON:
-                misses.append(f"{res.tree.key}: python/ours {py / ours:.1f} < {GOAL_PYTHON}")
-            if not (full_ok and sample_ok):
-                misses.append(f"{res.tree.key}: counts differ: all users {res.counts}, sample {res.sample_counts}")
-        print()
-        print("  trees and hand-written variants (median ms; count on all users):")
-        for res, ours, hand, best, best_label, py in summary:
-            print(f"  [{res.tree.key}] {res.tree.title}")
-            print(f"      tree: {json.dumps(res.tree.tree)}")
-            print(f"      ours (preview_count)                         {ours:>9.1f} ms  count {res.counts['ours']:,}")
-            for k, v in enumerate(res.tree.variants):
-                tag = "hand*" if k == 0 else "alt  "
-                print(f"      {tag} {v.label:<60.60} {_median(res.hand[v.label]) * 1000:>9.1f} ms  "
-                      f"count {res.counts[v.label]:,}")
-            print(f"      sample of {sample:,} users: python {res.sample_counts['python']:,}, hand "
-                  f"{res.sample_counts['hand']:,}, compiled tree {res.sample_counts['ours']:,}; python "
-                  f"{_median(res.python_sample_s) * 1000:.0f} ms on the sample")
-        print("  (hand* = what a careful engineer would write first; alt = alternatives timed in the same run)")
-        print()
-        print(f"  goals: ours <= {GOAL_HAND}x hand on each tree; ours >= {GOAL_PYTHON}x faster than python")
-        print("  " + ("all met" if not misses else "missed: " + "; ".join(misses)))
-
-        # --- EXPLAIN ---
-        for res, ours, hand, best, best_label, py in summary:
-            if args.explain == "never" or (args.explain == "auto" and ours / best <= GOAL_HAND):
-                continue
-            sql, params = capture_ours_sql(rt, tenant_id, res.tree)
-            print()
-            print(f"=== EXPLAIN ANALYZE [{res.tree.key}] ours (ours/hand {ours / hand:.2f}, ours/best "
-                  f"{ours / best:.2f}) ===")
-            print(sql)
-            print(explain(raw, sql, params))
-            labels = [res.tree.variants[0].label] + ([best_label] if best_label != res.tree.variants[0].label else [])
-            for label in labels:
-                v = next(x for x in res.tree.variants if x.label == label)
-                print(f"--- EXPLAIN ANALYZE [{res.tree.key}] hand: {label} ---")
-                print(explain(raw, v.sql.replace("{scope}", ""), {"t": tenant_id, "now": NOW, **res.tree.params}))
-        print()
-        print(f"  total run {time.monotonic() - t_start:.0f} s")
-        if args.strict and misses:
-            status = 1
-    except BenchError as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        status = 2
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if raw is not None:
-            raw.close()
-        dispose_engines()
-        if created and not args.keep_db:
-            try:
-                with psycopg.connect(_conninfo("postgres"), autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-                print(f"teardown: database {dbname} dropped", file=sys.stderr)
-            except Exception as exc:
-                print(f"teardown: dropping {dbname}: {exc}", file=sys.stderr)
-        elif created or reuse:
-            print(f"teardown: database {dbname} kept", file=sys.stderr)
-        for f in sorted(tmp.rglob("*"), reverse=True):
-            try:
-                f.unlink() if f.is_file() else f.rmdir()
-            except OSError:
-                pass
-        try:
-            tmp.rmdir()
-        except OSError:
-            pass
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    return status
+def check(args) -> str | None:
+    if args.users < 1000 or args.events < 0 or args.runs < 1:
+        return "--users must be >= 1000, --events >= 0, --runs >= 1"
+    if args.reuse_db and not args.reuse_db.startswith(DB_PREFIX):
+        return f"--reuse-db takes a database made by this script ({DB_PREFIX}...)"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main("preview", __doc__, OPTIONS, run, check))

@@ -1,0 +1,567 @@
+"""What the bench scripts share. A run (`main`) gets a `Bench` that makes on demand fresh
+PostgreSQL databases with unique names (migrated), tenants and keys, and starts gunicorn,
+`cs serve` or `cs worker` in production mode (a unique CS_REDIS_PREFIX, a fresh
+CS_SECRET_KEY, a temp directory as working directory so that no .env of the checkout
+counts). At the end, also on an error, Ctrl-C or SIGTERM, it stops the servers, drops the
+databases (unless kept) and deletes the Redis keys of the prefix. Exit status of every
+script: 0 when the measurement ran (with --strict, 1 when a goal is missed), 2 when setup,
+a request or a check failed. CS_TEST_PG / CS_TEST_REDIS say where PostgreSQL and Redis are
+(as for the tests). Also here: interleaved rounds, percentiles and tables, CPU accounting
+from /proc, bulk loads, and the vocabulary of the generated corpora."""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import re
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable, Iterator, Sequence
+
+import psycopg
+import redis
+import requests
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path[:0] = [p for p in (str(BENCH), str(ROOT)) if p not in sys.path]
+
+from tests.support.processes import CS, Service, Tree, descendants, free_port, processes, service_env  # noqa: E402
+
+PG = os.environ.get("CS_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
+REDIS = os.environ.get("CS_TEST_REDIS", "redis://127.0.0.1:6379/0")
+HOST = "127.0.0.1"
+CPUS = os.cpu_count() or 1
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    """A setup, request or check that failed: the run exits with 2."""
+
+
+def conninfo(dbname: str = "postgres") -> str:
+    return PG.replace("postgresql+psycopg://", "postgresql://") + f"/{dbname}"
+
+
+def say(*parts) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+# --- figures ----------------------------------------------------------------------------
+
+
+def percentile(xs: Sequence[float], p: float) -> float:
+    """Interpolated between the closest ranks, as statistics.quantiles(method="inclusive")."""
+    ordered = sorted(xs)
+    pos = (len(ordered) - 1) * p / 100
+    lo = int(pos)
+    return ordered[lo] + (ordered[min(lo + 1, len(ordered) - 1)] - ordered[lo]) * (pos - lo)
+
+
+def summary(xs: Sequence[float], scale: float = 1000.0) -> dict:
+    """n, p50/p95/p99/mean/min/max of xs times `scale` (seconds -> ms by default)."""
+    ys = [x * scale for x in xs]
+    return {"n": len(ys), "p50": percentile(ys, 50), "p95": percentile(ys, 95), "p99": percentile(ys, 99),
+            "mean": statistics.fmean(ys), "min": min(ys), "max": max(ys)}
+
+
+def table(rows: Sequence[Sequence], head: Sequence[str] = (), align: str = "", indent: str = "  ") -> str:
+    """Rows of cells (str; int as {:,}; float as {:,.2f}) in columns under an optional head;
+    `align` has one '<' or '>' a column (default: the first left, the others right)."""
+    cells = [list(head)] * bool(head) + [[c if isinstance(c, str) else f"{c:,}" if isinstance(c, int)
+                                          else f"{c:,.2f}" for c in row] for row in rows]
+    widths = [max(len(r[k]) for r in cells) for k in range(len(cells[0]))]
+    align = align or "<" + ">" * (len(widths) - 1)
+    return "\n".join(indent + " ".join(f"{c:{a}{w}}" for c, a, w in zip(r, align, widths)).rstrip() for r in cells)
+
+
+def interleave(rounds: int, sides: Sequence, budget: float | None = None,
+               started: float | None = None) -> Iterator[tuple[int, object]]:
+    """(round, side) for each side of each round, the order reversed every other round so
+    that drift of a busy machine hits all sides alike. With a budget (seconds from
+    `started`), it stops before a round that would end past it (judged by the last one)."""
+    started = time.monotonic() if started is None else started
+    for r in range(rounds):
+        t0 = time.monotonic()
+        yield from ((r, side) for side in (sides if r % 2 == 0 else sides[::-1]))
+        now = time.monotonic()
+        if budget is not None and r + 1 < rounds and now + (now - t0) - started > budget:
+            say(f"time budget of {budget:.0f} s: stopping after round {r + 1} of {rounds}")
+            return
+
+
+def timed(fn: Callable):
+    t0 = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - t0, value
+
+
+def cost(label: str, fn: Callable, items: Sequence, chunks: int = 4, warmup: int = 0) -> float:
+    """Print the CPU ms (robust when the machine is busy) and wall ms of one call fn(item),
+    each the best of `chunks` chunks of the items; return the CPU ms."""
+    for item in items[:warmup]:
+        fn(item)
+    size, cpu, wall = len(items) // chunks, [], []
+    for c in range(chunks):
+        c0, w0 = time.process_time(), time.perf_counter()
+        for item in items[c * size:(c + 1) * size]:
+            fn(item)
+        cpu.append((time.process_time() - c0) / size * 1000)
+        wall.append((time.perf_counter() - w0) / size * 1000)
+    print(f"  {min(cpu):7.3f} {min(wall):7.3f}  {label}", flush=True)
+    return min(cpu)
+
+
+def profile(title: str, fn: Callable, items: Sequence, top: int) -> None:
+    """Print a cProfile of fn(item) over the items: the `top` functions by cumulative and by
+    own time, in ms a call (cProfile inflates the times; read them as shares)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for item in items:
+        fn(item)
+    prof.disable()
+    n, stats = len(items), pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    for key, by in ((3, "cumulative time"), (2, "own time")):
+        print(f"\n  cProfile of {n} x {title}, by {by}; ms a call")
+        print(f"  {'cum ms':>7} {'own ms':>7} {'calls':>6}  function")
+        for (file, lineno, name), row in sorted(stats.items(), key=lambda kv: -kv[1][key])[:top]:
+            short = file.replace(str(ROOT) + "/", "").split("site-packages/")[-1]
+            print(f"  {row[3] / n * 1000:7.3f} {row[2] / n * 1000:7.3f} {row[1] / n:6.1f}  {short}:{lineno}({name})")
+
+
+# --- the machine ------------------------------------------------------------------------
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of these processes so far (those gone count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def _machine() -> tuple[float, float]:
+    """(busy, all) CPU seconds of all cores since boot."""
+    with open("/proc/stat") as fh:
+        f = [int(x) for x in fh.readline().split()[1:9]]
+    return (sum(f) - f[3] - f[4]) / CLK_TCK, sum(f) / CLK_TCK
+
+
+class LoadProbe:
+    """Load average and the machine's busy CPU over a phase, whoever used it."""
+
+    def __init__(self):
+        self.load0 = os.getloadavg()[0]
+        self.busy0, self.all0 = _machine()
+
+    def busy_seconds(self) -> float:
+        return _machine()[0] - self.busy0
+
+    def line(self) -> str:
+        busy, total = _machine()
+        share = 100.0 * (busy - self.busy0) / (total - self.all0) if total > self.all0 else float("nan")
+        return (f"load average {self.load0:.2f} -> {os.getloadavg()[0]:.2f} on {CPUS} CPUs, "
+                f"machine CPU busy {share:.0f}% over the phase")
+
+
+class CpuMeter(threading.Thread):
+    """CPU seconds by process family over an interval. `families()` names the pids of each;
+    it is asked at the start and the end, and every `every` seconds when given: a process
+    that appears counts from zero (it started within the interval), one that ends counts
+    up to its last sample."""
+
+    def __init__(self, families: Callable[[], dict[str, list[int]]], every: float | None = None):
+        super().__init__(daemon=True)
+        self.families, self.every, self.stopping = families, every, threading.Event()
+        self.first: dict[tuple[str, int], float] = {}
+        self.last: dict[tuple[str, int], float] = {}
+        self.names: dict[str, None] = {}
+        self.sample(started=True)
+        if every:
+            self.start()
+
+    def sample(self, started: bool = False) -> None:
+        for fam, pids in self.families().items():
+            self.names[fam] = None
+            for pid in pids:
+                if cpu := cpu_seconds([pid]):
+                    self.first.setdefault((fam, pid), cpu if started else 0.0)
+                    self.last[(fam, pid)] = cpu
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.every):
+            self.sample()
+
+    def stop(self) -> dict[str, float]:
+        self.stopping.set()
+        if self.every:
+            self.join()
+        self.sample()
+        out = dict.fromkeys(self.names, 0.0)
+        for (fam, pid), cpu in self.last.items():
+            out[fam] += cpu - self.first[(fam, pid)]
+        return out
+
+
+def stores(dbname: str, table: dict | None = None) -> dict[str, list[int]]:
+    """The PostgreSQL backends of this database and the Redis servers (process families)."""
+    table = processes() if table is None else table
+    name = {p.pid: p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] for p in table.values()}
+    return {"postgres (this database)": [p.pid for p in table.values()
+                                         if name[p.pid].startswith("postgres") and f" {dbname} " in p.cmdline],
+            "redis": [p.pid for p in table.values() if name[p.pid].startswith("redis-server")]}
+
+
+# --- the run's resources ----------------------------------------------------------------
+
+
+class Server:
+    """A started process tree (gunicorn, `cs serve`, `cs worker`); stderr goes to a log."""
+
+    def __init__(self, name: str, argv: list[str], env: dict, tmp: Path, port: int = 0):
+        self.name, self.port = name, port
+        self.tree = Tree(Service(argv, env=env, cwd=tmp, log=tmp / f"{name}.log", new_session=True))
+        self.pid = self.tree.root.pid
+
+    def url(self, path: str = "") -> str:
+        return f"http://{HOST}:{self.port}{path}"
+
+    def log(self, lines: int = 10**9) -> str:
+        return self.tree.root.stderr_tail(lines)
+
+    def check(self, when: str = "the run") -> None:
+        if self.tree.root.proc.poll() is not None:
+            raise BenchError(f"{self.name} exited during {when}:\n{self.log(30)}")
+
+    def wait_until(self, ready: Callable[[], object], timeout: float = 60.0, poll: float = 0.1):
+        """Poll ready() until it answers neither None nor False; fail when the process exits."""
+        deadline, last = time.monotonic() + timeout, "no answer"
+        while time.monotonic() < deadline:
+            self.check("its start")
+            try:
+                if (got := ready()) not in (None, False):
+                    self.tree.record()
+                    return got
+            except (requests.RequestException, OSError) as exc:
+                last = str(exc)
+            time.sleep(poll)
+        raise BenchError(f"{self.name} not ready after {timeout:.0f} s ({last}):\n{self.log(30)}")
+
+    def wait_http(self, path: str, headers: dict | None = None, ok=(200,)) -> requests.Response:
+        def ready():
+            resp = requests.get(self.url(path), headers=headers, timeout=5)
+            if resp.status_code not in ok:
+                raise requests.RequestException(f"HTTP {resp.status_code}: {resp.text[:300]}")
+            return resp
+        return self.wait_until(ready, 90)
+
+    def children(self) -> list[int]:
+        return [p.pid for p in descendants(self.pid) if p.ppid == self.pid]
+
+    def stop(self, grace: float) -> str | None:
+        self.tree.record()
+        self.tree.root.signal(signal.SIGTERM)   # graceful first; then whatever is left is killed
+        try:
+            self.tree.root.wait(grace)
+        except subprocess.TimeoutExpired:
+            return f"{self.name} did not stop on SIGTERM; killed"
+        finally:
+            self.tree.kill()
+
+
+class Bench:
+    """Everything one run creates, and its teardown (safe at any stage)."""
+
+    def __init__(self, name: str, keep_db: bool = False):
+        self.name, self.tag, self.keep_db = name, uuid.uuid4().hex[:10], keep_db
+        self.prefix = f"csbench-{name}-{self.tag[:8]}"
+        self.secret = secrets.token_hex(32)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"cs-bench-{name}-"))
+        self.created: list[str] = []
+        self.kept: list[str] = []
+        self.servers: list[Server] = []
+        self.cleanups: list[Callable[[], object]] = []
+
+    def database(self, suffix: str = "", reuse: str = "") -> str:
+        """A fresh migrated database (or `reuse`, an existing one, kept)."""
+        if reuse:
+            self.kept.append(reuse)
+            return reuse
+        dbname = f"cs_bench_{self.name}_{self.tag}{suffix}"
+        with psycopg.connect(conninfo(), autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+        self.created.append(dbname)
+        from cs_daemon import migrate
+
+        migrate.upgrade(self.settings(dbname, redis_url=None))
+        return dbname
+
+    def settings(self, dbname: str, **values):
+        from cs_daemon.config import Settings
+
+        return Settings(**{"database_url": f"{PG}/{dbname}", "redis_url": REDIS, "cs_redis_prefix": self.prefix,
+                           "cs_secret_key": self.secret, "cs_data_dir": self.tmp / "data", **values})
+
+    def runtime(self, dbname: str, clock=None, **values):
+        from cs_daemon.runtime import Runtime
+
+        return Runtime(self.settings(dbname, **values), clock)
+
+    def tenant(self, dbname: str, plan: str = "scale", *, name: str = "Bench", now=None, keys: int = 1,
+               role: str = "admin", permissions: Sequence[str] = ("full",), unlimited: bool = False,
+               rt=None) -> SimpleNamespace:
+        """A tenant with its admin key, and keys - 1 more (role, permissions). `unlimited`: no
+        tracked-user limit (tenants.create stores the model's default where a plan has none)."""
+        from sqlalchemy import update
+
+        from cs_daemon.auth import service as auth
+        from cs_daemon.tenants import service as tenants
+        from cs_daemon.tenants.models import Tenant
+
+        rt = rt or self.runtime(dbname)
+        with rt.session() as s:
+            made = tenants.create(s, name=name, owner_email=f"owner@{name.lower()}.example", now=now or rt.now(),
+                                  plan_tier=plan)
+            if unlimited:
+                s.execute(update(Tenant).where(Tenant.id == made.tenant.id).values(tracked_user_limit=None))
+        tid, secrets_ = made.tenant.id, [made.key.secret]
+        with rt.session(tid) as s:
+            secrets_ += [auth.issue(s, tid, role=role, permissions=list(permissions), now=rt.now(),
+                                    label=f"bench-{i}").secret for i in range(1, keys)]
+        return SimpleNamespace(id=tid, key=secrets_[0], keys=secrets_, rt=rt)
+
+    def env(self, dbname: str, **values) -> dict[str, str]:
+        """A server's environment: production mode on this database, nothing of the caller's
+        shell that the service reads."""
+        return service_env(DATABASE_URL=f"{PG}/{dbname}", REDIS_URL=REDIS, CS_REDIS_PREFIX=self.prefix,
+                           CS_SECRET_KEY=self.secret, CS_DATA_DIR=str(self.tmp / "data"),
+                           BENCH_PG_CONNINFO=conninfo(dbname), PYTHONUNBUFFERED="1", **values)
+
+    def gunicorn(self, dbname: str, app: str = "webapp.wsgi:app", name: str = "api", path: Path = ROOT,
+                 **env) -> Server:
+        """`gunicorn APP` with 2 sync workers on a free port of 127.0.0.1."""
+        from gunicorn import config
+
+        port = free_port()
+        # gunicorn >= 27 opens a control socket at one fixed path under ~/.gunicorn by default;
+        # the servers of this run (and any other gunicorn on the machine) would share it
+        no_socket = ["--no-control-socket"] * any(s.name == "control_socket_disable" for s in config.KNOWN_SETTINGS)
+        argv = [sys.executable, "-m", "gunicorn", app, "--workers", "2", "--bind", f"{HOST}:{port}",
+                "--pythonpath", str(path), "--graceful-timeout", "5", *no_socket]
+        return self.start(Server(name, argv, self.env(dbname, **env), self.tmp, port))
+
+    def cs(self, dbname: str, name: str, *args: str, port: int = 0, **env) -> Server:
+        """`cs serve` or `cs worker` (args after `cs`)."""
+        return self.start(Server(name, [CS, *args], self.env(dbname, **env), self.tmp, port))
+
+    def start(self, server: Server) -> Server:
+        self.servers.append(server)
+        return server
+
+    def teardown(self) -> None:
+        done, problems = [], []
+
+        def attempt(what: str, fn: Callable[[], object]) -> None:
+            try:
+                fn()
+            except Exception as exc:  # best effort: the rest is still undone
+                problems.append(f"{what}: {exc}")
+
+        for cleanup in self.cleanups:
+            attempt("cleanup", cleanup)
+        for server in reversed(self.servers):
+            problems += [p for p in [server.stop(40 if server.name == "daemon" else 15)] if p]
+        if self.servers:
+            done.append(f"{', '.join(s.name for s in self.servers)} stopped")
+        from cs_daemon.db import dispose_engines
+
+        attempt("disposing engines", dispose_engines)
+        for dbname in self.created + self.kept:
+            if self.keep_db or dbname in self.kept:
+                done.append(f"database {dbname} kept")
+            else:
+                attempt(f"dropping database {dbname}", lambda: drop(dbname))
+                done.append(f"database {dbname} dropped")
+        attempt(f"deleting Redis keys {self.prefix}:*", lambda: done.append(f"{unset(self.prefix)} Redis keys deleted"))
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        say(f"teardown: {', '.join(done) or 'nothing to undo'}")
+        for p in problems:
+            say(f"teardown problem: {p}")
+
+
+def py_spy(bench: Bench, pid: int, out: Path, rate: int, *extra: str) -> subprocess.Popen:
+    """py-spy recording process `pid` into `out` (raw collapsed stacks) until stop_spy or teardown."""
+    exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if exe is None:
+        raise BenchError("py-spy not found (pip install py-spy into .venv)")
+    err = bench.tmp / f"py-spy-{pid}.err"
+    argv = [exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--output", str(out), *extra]
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(err, "wb"), start_new_session=True)
+    bench.cleanups.append(lambda: stop_spy(spy))
+    time.sleep(1.0)  # attach before the clock starts
+    if spy.poll() is not None:
+        raise BenchError(f"py-spy failed: {err.read_text()}")
+    return spy
+
+
+def stop_spy(spy: subprocess.Popen) -> None:
+    if spy.poll() is None:
+        spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+
+
+def drop(dbname: str) -> None:
+    with psycopg.connect(conninfo(), autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+def unset(prefix: str) -> int:
+    client = redis.Redis.from_url(REDIS, socket_timeout=5)
+    keys = list(client.scan_iter(f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+    return len(keys)
+
+
+def parser(doc: str, options: str) -> argparse.ArgumentParser:
+    """A script's options: `--name DEFAULT help` each (indented lines continue the help),
+    where DEFAULT is a number (the option's type is its), a|b|c (choices, the first the
+    default), 'text' or a METAVAR (text, no default); `--name help` is a flag."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for flag, word, text in (item.split(None, 2) for item in re.split(r"\n(?=--)", options.strip())):
+        text = " ".join(text.split())
+        if re.fullmatch(r"[\d_]+(\.\d*)?", word):
+            kind = float if "." in word else int
+            ap.add_argument(flag, type=kind, default=kind(word), help=f"{text} (default {word.replace('_', ',')})")
+        elif "|" in word:
+            choices = word.split("|")
+            ap.add_argument(flag, choices=choices, default=choices[0], help=f"{text} (default {choices[0]})")
+        elif word.startswith("'"):
+            ap.add_argument(flag, default=word.strip("'"), help=text + f" (default {word})" * (word != "''"))
+        elif word.isupper():
+            ap.add_argument(flag, metavar=word, help=text)
+        else:
+            ap.add_argument(flag, action="store_true", help=f"{word} {text}")
+    return ap
+
+
+def main(name: str, doc: str, options: str, run: Callable, check: Callable | None = None, argv=None) -> int:
+    """Parse the options (check(args) may name a problem), run run(bench, args) and tear the
+    bench down, also on an error or SIGTERM; the exit status."""
+    ap = parser(doc, options)
+    args = ap.parse_args(argv)
+    if check and (problem := check(args)):
+        ap.error(problem)
+
+    def _on_term(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _on_term)
+    bench = Bench(name, getattr(args, "keep_db", False))
+    try:
+        return run(bench, args) or 0
+    except (BenchError, requests.RequestException, psycopg.Error, redis.RedisError) as exc:
+        say(f"bench failed: {type(exc).__name__}: {exc}")
+        return 2
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the teardown finish
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        bench.teardown()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class Api:
+    """Blocking JSON calls with a key; one requests.Session per thread."""
+
+    def __init__(self, url: str, key: str):
+        self.url, self.headers, self._local = url, {"Authorization": f"Bearer {key}"}, threading.local()
+
+    @property
+    def session(self) -> requests.Session:
+        if getattr(self._local, "session", None) is None:
+            self._local.session = requests.Session()
+        return self._local.session
+
+    def call(self, method: str, path: str, body=None, status: int | None = None) -> dict:
+        resp = self.session.request(method, self.url + path, headers=self.headers, json=body, timeout=60)
+        if (resp.status_code != status) if status else (resp.status_code >= 300):
+            raise BenchError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:300]}")
+        return resp.json()
+
+
+def reload(dbname: str, tables: Sequence[str], load: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """Run load() with the indexes and PK/FK/unique constraints of `tables` dropped, then
+    re-create them with their exact migrated definitions and VACUUM ANALYZE; the seconds of
+    each step (load() returns its own)."""
+    ddl, drops = [], []
+    with psycopg.connect(conninfo(dbname), autocommit=True) as conn:
+        for table in tables:
+            for name, definition in conn.execute(
+                    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass "
+                    "AND contype IN ('p', 'f', 'u') ORDER BY contype DESC, conname", (table,)):
+                ddl.append(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
+                drops.append(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
+            for name, definition in conn.execute(
+                    "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                    "WHERE x.indrelid = %s::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c "
+                    "WHERE c.conindid = x.indexrelid) ORDER BY i.relname", (table,)):
+                ddl.append(definition)
+                drops.append(f'DROP INDEX "{name}"')
+        for stmt in drops:
+            conn.execute(stmt)
+    from cs_daemon.db import dispose_engines
+
+    dispose_engines()
+    seconds = load()
+    with psycopg.connect(conninfo(dbname), autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '512MB'")
+        seconds["indexes + constraints"], _ = timed(lambda: [conn.execute(stmt) for stmt in ddl])
+        seconds["VACUUM ANALYZE"], _ = timed(lambda: [conn.execute(f"VACUUM ANALYZE {t}") for t in tables])
+    return seconds
+
+
+# --- the vocabulary of the generated corpora (name, weight) ------------------------------
+
+STAGES = [("new", 8), ("onboarding", 20), ("activated", 25), ("engaged", 22), ("at_risk", 12),
+          ("dormant", 8), ("churned", 5)]
+LOCALES = [("en", 40), ("de", 15), ("fr", 10), ("es", 8), ("en-GB", 7), ("ja", 5), ("pt", 5), ("nl", 5)]
+PLAN_TRAITS = [("free", 40), ("starter", 30), ("pro", 20), ("enterprise", 10)]
+ROLES = ["engineer", "product manager", "designer", "founder", "marketing", "support lead", "admin", "analyst"]
+TAGS = ["beta", "vip", "trial-extended", "partner", "edu", "api", "sso", "churn-risk"]
+TIMEZONES = ["Europe/Berlin", "America/New_York", "America/Los_Angeles", "Asia/Tokyo", "UTC"]
+EVENT_NAMES = ["page_viewed", "feature_used", "session_started", "login", "api_call", "report_viewed",
+               "dashboard_viewed", "search_performed", "created_project", "logout", "comment_added",
+               "file_uploaded", "export_created", "invited_teammate", "settings_changed",
+               "integration_connected", "billing_viewed", "support_ticket_opened", "upgraded_plan", "seat_added"]
+
+
+def names(pairs) -> list[str]:
+    return [n for n, _ in pairs]
+
+
+def weights(pairs) -> list[float]:
+    return [w for _, w in pairs]
