@@ -89,7 +89,7 @@ def _failing(cache, sweep: str) -> dict[str, dict]:
 
 
 def _record(rt, sweep: str, tenant_id: str, exc: Exception, before: dict | None) -> None:
-    entry = {"sweep": sweep, "tenant_id": tenant_id, "error": _one_line(exc), "at": rt.now().isoformat(),
+    entry = {"sweep": sweep, "tenant_id": tenant_id, "error": _shown(exc), "at": rt.now().isoformat(),
              "count": (before or {}).get("count", 0) + 1}
     try:
         rt.cache.hset(FAILURES_KEY, f"{sweep}:{tenant_id}", json.dumps(entry))
@@ -119,6 +119,15 @@ def _parse(raw: str) -> dict | None:
         return entry
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _shown(exc: Exception) -> str:
+    """What the record (and so the keyless health check) says of a failure: what was left
+    out, for stored data skipped (ids and field paths only), else the kind of error alone;
+    an exception's text can carry the tenant's stored data, so it goes only to the log."""
+    if isinstance(exc, SkippedStoredData):
+        return _one_line(exc)
+    return f"{type(exc).__name__} (the worker's log has the details)"
 
 
 def _one_line(exc: Exception) -> str:

@@ -117,7 +117,8 @@ def test_the_boundary_records_each_failing_tenant_and_goes_on(rt, clock):
     assert done == ["good-1", "good-2"]
     found = sweeps.failures(rt.cache, clock.now())
     assert [(f["tenant_id"], f["error"], f["count"]) for f in sorted(found, key=lambda f: f["tenant_id"])] == [
-        ("bad-1", "RuntimeError: bad-1 broke", 1), ("bad-2", "RuntimeError: bad-2 broke", 1)]
+        ("bad-1", "RuntimeError (the worker's log has the details)", 1),
+        ("bad-2", "RuntimeError (the worker's log has the details)", 1)]   # the text may hold stored data
     skipped = sweeps.SkippedStoredData("playbook p: entry_conditions")
     sweeps.for_each_tenant(rt, "probe", ["bad-1", "bad-2"],
                            lambda t: (_ for _ in ()).throw(skipped) if t == "bad-2" else 1)

@@ -166,3 +166,50 @@ def test_apply_refuses_bad_settings_naming_the_field(cs, tenant, tmp_path, rt):
     assert code != 0 and "entry_conditions.within_days" in err and len(err.strip().splitlines()) == 1
     with rt.session(tenant.id) as s:
         assert s.scalars(select(Playbook)).all() == []
+
+
+def test_a_hostile_tenants_stream_flood_leaves_a_good_tenant_its_streams(client, make_tenant, settings, clock):
+    """Streams: an API process with 6 slots, of which a tenant may hold half (3). The
+    hostile tenant asks for 12; the good tenant still connects and its approved message
+    reaches its stream."""
+    from cs_daemon.runtime import Runtime
+    from tests.support.sse import AppServer, SseClient
+    from webapp import create_app
+
+    rt = Runtime(settings.model_copy(update={"cs_stream_slots": 6, "cs_stream_tenant_share": 50,
+                                             "cs_streams_per_token": 2}), clock)
+    server = AppServer(create_app(runtime=rt))
+    opened: list[SseClient] = []
+
+    def stream(tenant, user) -> SseClient:
+        token = client.post("/api/in-app/tokens", headers=auth(tenant.key), json={"user_id": user}).json["token"]
+        opened.append(SseClient(f"{server.url}/api/in-app/stream?token={token}"))
+        return opened[-1]
+
+    try:
+        hostile, good = make_tenant("Hostile", plan_tier="growth"), make_tenant("Good", plan_tier="growth")
+        for tenant in (hostile, good):
+            client.post("/api/track", headers=auth(tenant.key), json={"events": [
+                {"user_id": f"u{i}", "event": "$identify", "properties": {"name": "Ada"}} for i in range(6)]})
+        flood = [stream(hostile, f"u{i // 3}") for i in range(12)]      # a fresh token each, 4 users
+        held = [s for s in flood if s.status == 200]
+        refused = [s for s in flood if s.status == 429]
+        assert len(held) == 3 and len(refused) == 9
+        assert all(s.response.json()["code"] == "rate_limited" for s in refused)
+
+        mine = stream(good, "u1").wait_listening()
+        h = auth(good.key)
+        pid = client.post("/api/playbooks", headers=h, json={"name": "Nudge"}).json["id"]
+        iv = client.post("/api/interventions", headers=h, json={"user_id": "u1", "playbook_id": pid,
+                                                                "channel": "in_app", "message_body": "hello"}).json["id"]
+        assert client.put(f"/api/interventions/{iv}/approve", headers=h).status_code == 200
+        with rt.session(good.id) as s:
+            due = [d.id for d in s.scalars(select(Delivery).where(Delivery.subject_id == iv))]
+        for delivery_id in due:
+            delivery.attempt(rt, delivery_id)
+        message = mine.until(lambda e: e.event == "intervention")[-1]
+        assert message.json["interventionId"] == iv and message.json["body"] == "hello"
+    finally:
+        for s in opened:
+            s.close()
+        server.close()
