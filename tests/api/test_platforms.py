@@ -201,6 +201,7 @@ def own_database(backend, tmp_path, request, sqlite_template):
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 def test_the_migration_takes_credentials_out_of_urls_stored_before_it(own_database, clock, receiver):
     """Before this change a platform type's URL and its dispatches' were stored filled."""
     from alembic import command

@@ -256,6 +256,7 @@ def empty_db(backend, tmp_path):
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 def test_migration_0017_encrypts_crm_secrets_stored_in_the_config(empty_db):
     from sqlalchemy import text
 
