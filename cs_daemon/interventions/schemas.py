@@ -52,6 +52,17 @@ class InterventionCreated(Wire):
     planned_at: datetime | None
 
 
+class MessageEdit(Wire):
+    message_body: str = Field(min_length=1, max_length=20000)
+
+
+class MessageEdited(Wire):
+    id: str
+    status: str
+    message_body: str | None
+    quality_checks: Any = None
+
+
 class IdStatus(Wire):
     id: str
     status: str

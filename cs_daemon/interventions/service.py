@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
+from ..engine import messages
 from ..errors import NotFound, ValidationFailed
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
@@ -91,6 +92,20 @@ def rollback(session: Session, intervention_id: str, reason: str | None, *, now:
                         updated_at=now, attribution_until=None)
     pipeline.stop(session, iv, now=now)
     pipeline.withdraw(session, iv, was=was, now=now)
+    return iv
+
+
+def edit_message(session: Session, intervention_id: str, message_body: str, *, now: datetime) -> Intervention:
+    """A person rewrites the message of a planned intervention before approving it; the
+    quality checks run again on the new text, as for a drafted one (docs/api.md,
+    "Editing a planned message"). Only while planned: later the message may be leaving."""
+    iv = get(session, intervention_id)
+    states.change(session, iv, "edit", "planned", allowed=("planned",), message_body=message_body,
+                  updated_at=now)
+    playbook = session.get(Playbook, iv.playbook_id) if iv.playbook_id else None
+    hints = playbook.strategy_hints if playbook is not None and isinstance(playbook.strategy_hints, dict) else {}
+    brand = session.get(Tenant, iv.tenant_id).brand_context
+    iv.quality_checks = messages.quality_checks(message_body, channel=iv.channel, brand=brand, hints=hints)
     return iv
 
 

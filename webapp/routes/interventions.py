@@ -5,8 +5,8 @@ from __future__ import annotations
 from cs_daemon.interventions import service
 from cs_daemon.interventions.schemas import (
     DelegateBody, EscalationCreate, EscalationList, EscalationPublic, FlagBody, Flagged, HandleBody, IdStatus,
-    InterventionCreate, InterventionCreated, InterventionList, InterventionPublic, ListQuery, RejectBody,
-    RollbackBody,
+    InterventionCreate, InterventionCreated, InterventionList, InterventionPublic, ListQuery, MessageEdit,
+    MessageEdited, RejectBody, RollbackBody,
 )
 
 from ..api import Api, Call
@@ -28,6 +28,13 @@ def post_intervention(call: Call):
     iv = service.create(call.session, call.tenant_id, user_id=data.user_id, playbook_id=str(data.playbook_id),
                         channel=data.channel, message_body=data.message_body, now=call.now, test=call.caller.test)
     return InterventionCreated(id=iv.id, status=iv.status, channel=iv.channel, planned_at=iv.planned_at)
+
+
+@api.route("PATCH", "/api/interventions/{intervention_id}", access="write", body=MessageEdit, response=MessageEdited,
+           errors=(404,), summary="Rewrite the message of a planned intervention; the quality checks run again")
+def patch_intervention(call: Call, intervention_id: str):
+    iv = service.edit_message(call.session, intervention_id, call.body.message_body, now=call.now)
+    return MessageEdited(id=iv.id, status=iv.status, message_body=iv.message_body, quality_checks=iv.quality_checks)
 
 
 @api.route("PUT", "/api/interventions/{intervention_id}/approve", access="write", response=IdStatus, errors=(404,),
