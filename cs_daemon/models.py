@@ -5,7 +5,9 @@ from sqlmodel import SQLModel
 from .auth.models import ApiKey
 from .billing.models import StripeEvent  # noqa: F401
 from .channels.in_app_models import InAppMessage  # noqa: F401
+from .console.models import ConsoleSession, SignInLink  # noqa: F401
 from .customers.models import Customer, Event
+from .customers.snapshots import ScoreSnapshot  # noqa: F401
 from .decisions.models import DecisionRequest
 from .delivery.models import Delivery, DeliveryAttempt
 from .external.models import ActionType, ExternalAction, PlatformConnection

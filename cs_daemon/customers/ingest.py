@@ -28,7 +28,7 @@ from ..interventions import outcomes
 from ..outbox import service as outbox
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
-from . import bulk
+from . import bulk, snapshots
 from .models import Customer
 from .state import apply_traits, rescore
 from ..decisions.requests import owe as owe_decisions
@@ -194,6 +194,7 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
         changes += changed
         touched[customer.id] = ({r["event"] for r in rows}, bool(changed))
     bulk.write(session, tenant_id, customers)
+    snapshots.write(session, tenant_id, [snapshots.row(c) for c in customers], now=now)
     _forget_loaded(session, tenant_id, customers)
     if followers.open_interventions:
         outcomes.note_events(session, tenant_id, [(r["user_id"], r["event"], r["timestamp"]) for r in inserted],

@@ -17,6 +17,7 @@ from ..outbox import service as outbox
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
 from .ingest import ensure_customers
+from . import snapshots
 from .models import Customer, Event
 from .state import merge_traits, rescore
 
@@ -171,8 +172,10 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
     while True:
         rows = session.scalars(select(Customer).where(*_stale(now)).order_by(Customer.scored_at).limit(batch)).all()
         if not rows:
+            snapshots.prune(session, now=now)
             return done
         changes: dict[str, list] = {}
+        scored: dict[str, list[dict]] = {}
         for customer in rows:
             if customer.tenant_id not in configs:
                 configs[customer.tenant_id] = tenant_config.scoring_of(session.scalar(
@@ -182,9 +185,13 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
                 state.first_seen_at = customer.created_at
             found = rescore(customer, state, configs[customer.tenant_id], now)
             changes.setdefault(customer.tenant_id, []).extend(found)
+            scored.setdefault(customer.tenant_id, []).append(snapshots.row(customer))
         for tenant_id, events in changes.items():
             outbox.record_many(session, tenant_id, events, now=now)
         session.flush()
+        for tenant_id, values in scored.items():
+            snapshots.write(session, tenant_id, values, now=now)
         done += len(rows)
         if len(rows) < batch:
+            snapshots.prune(session, now=now)
             return done

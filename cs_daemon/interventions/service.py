@@ -67,14 +67,14 @@ def create(session: Session, tenant_id: str, *, user_id: str, playbook_id: str, 
 
 def approve(session: Session, intervention_id: str, *, now: datetime) -> Intervention:
     iv = get(session, intervention_id)
-    states.change(session, iv, "approve", "approved", allowed=("planned",), approved_at=now, updated_at=now)
+    states.change(session, iv, "approve", "approved", allowed=states.FROM["approve"], approved_at=now, updated_at=now)
     pipeline.start(session, iv, now=now)
     return iv
 
 
 def pause(session: Session, intervention_id: str, *, now: datetime) -> Intervention:
     iv = get(session, intervention_id)
-    states.change(session, iv, "pause", "planned", allowed=("planned", "approved"), refused_with=409,
+    states.change(session, iv, "pause", "planned", allowed=states.FROM["pause"], refused_with=409,
                   approved_at=None, updated_at=now)
     pipeline.stop(session, iv, now=now)
     return iv
@@ -82,13 +82,13 @@ def pause(session: Session, intervention_id: str, *, now: datetime) -> Intervent
 
 def reject(session: Session, intervention_id: str, reason: str, *, now: datetime) -> Intervention:
     iv = get(session, intervention_id)
-    states.change(session, iv, "reject", "rejected", allowed=("planned",), reason=reason, updated_at=now)
+    states.change(session, iv, "reject", "rejected", allowed=states.FROM["reject"], reason=reason, updated_at=now)
     return iv
 
 
 def rollback(session: Session, intervention_id: str, reason: str | None, *, now: datetime) -> Intervention:
     iv = get(session, intervention_id)
-    was = states.change(session, iv, "roll back", "rolled_back", allowed=states.LIVE, reason=reason,
+    was = states.change(session, iv, "roll back", "rolled_back", allowed=states.FROM["rollback"], reason=reason,
                         updated_at=now, attribution_until=None)
     pipeline.stop(session, iv, now=now)
     pipeline.withdraw(session, iv, was=was, now=now)
@@ -100,7 +100,7 @@ def edit_message(session: Session, intervention_id: str, message_body: str, *, n
     quality checks run again on the new text, as for a drafted one (docs/api.md,
     "Editing a planned message"). Only while planned: later the message may be leaving."""
     iv = get(session, intervention_id)
-    states.change(session, iv, "edit", "planned", allowed=("planned",), message_body=message_body,
+    states.change(session, iv, "edit", "planned", allowed=states.FROM["edit"], message_body=message_body,
                   updated_at=now)
     playbook = session.get(Playbook, iv.playbook_id) if iv.playbook_id else None
     hints = playbook.strategy_hints if playbook is not None and isinstance(playbook.strategy_hints, dict) else {}
@@ -138,7 +138,7 @@ def handle(session: Session, escalation_id: str, *, action_taken: str, outcome: 
     """An open or delegated escalation is handled, once (docs/api.md, "Other choices
     where the documents are silent")."""
     iv = get(session, escalation_id, escalation=True)
-    states.change(session, iv, "handle", "handled", allowed=("open", "delegated"), action_taken=action_taken,
+    states.change(session, iv, "handle", "handled", allowed=states.FROM["handle"], action_taken=action_taken,
                   handled_by=handled_by, updated_at=now)
     if outcome is not None:
         iv.outcome, iv.outcome_at = outcome, now
@@ -151,7 +151,7 @@ def delegate(session: Session, tenant_id: str, escalation_id: str, *, channel: s
     """The escalation is delegated to a channel: a new intervention enters the pipeline,
     planned or approved as the approval mode says."""
     esc = get(session, escalation_id, escalation=True)
-    states.change(session, esc, "delegate", "delegated", allowed=("open",), updated_at=now)
+    states.change(session, esc, "delegate", "delegated", allowed=states.FROM["delegate"], updated_at=now)
     tenant = session.get(Tenant, tenant_id)
     mode = tenant_config.read(tenant.config).approval_mode
     iv = Intervention(tenant_id=tenant_id, user_id=esc.user_id, playbook_id=esc.playbook_id, status="planned",

@@ -18,6 +18,22 @@ from .models import Intervention
 IN_FLIGHT = ("approved", "sent")          # the pipeline may still move these
 LIVE = ("approved", "sent", "delivered")  # their deliveries may still leave
 
+# what a person may do to an intervention or escalation, from which statuses (flag: any)
+FROM = {
+    "approve": ("planned",),
+    "pause": ("planned", "approved"),
+    "reject": ("planned",),
+    "edit": ("planned",),
+    "rollback": LIVE,
+    "handle": ("open", "delegated"),
+    "delegate": ("open",),
+}
+
+
+def available(status: str) -> frozenset[str]:
+    """The changes a person may ask for on a row in this status (what a screen offers)."""
+    return frozenset(action for action, allowed in FROM.items() if status in allowed) | {"flag"}
+
 
 def move(session: Session, iv: Intervention, to: str, *, allowed: tuple[str, ...], **values) -> str | None:
     """Lock `iv` and, when its status is one of `allowed`, set it to `to` with `values`.

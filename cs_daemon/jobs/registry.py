@@ -12,7 +12,8 @@ ACTOR_MODULES: list[str] = ["cs_daemon.customers.actors", "cs_daemon.delivery.ac
                             "cs_daemon.decisions.actors", "cs_daemon.webhooks.service",
                             "cs_daemon.interventions.pipeline", "cs_daemon.channels.sink",
                             "cs_daemon.external.service", "cs_daemon.team.mail",
-                            "cs_daemon.interventions.actors", "cs_daemon.tenants.actors"]
+                            "cs_daemon.interventions.actors", "cs_daemon.tenants.actors",
+                            "cs_daemon.console.mail"]
 
 
 def load_actors() -> None:

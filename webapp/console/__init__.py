@@ -1,0 +1,23 @@
+"""The console: pages for the people who review, approve and watch, served at /console by
+the same daemon (docs/console.md). Pages read through the API's endpoint handlers or
+the services the API calls, and every form acts through an API endpoint declaration
+(`gateway`), so the console has no rule of its own about who may do what."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Blueprint, redirect, url_for
+
+from . import analytics, customers, interventions, playbooks, settings, shell, signin, webhooks
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def blueprint() -> Blueprint:
+    bp = Blueprint("console", __name__, url_prefix="/console", template_folder=str(ROOT / "templates"),
+                   static_folder=str(ROOT / "static" / "console"), static_url_path="/static")
+    bp.add_url_rule("/", "home", lambda: redirect(url_for("console.review")))
+    for module in (shell, signin, interventions, customers, playbooks, analytics, webhooks, settings):
+        module.install(bp)
+    return bp
