@@ -62,7 +62,7 @@ def editor(ctx: web.Ctx, playbook_id: str, *, form: dict | None = None, error: d
                       can_status=ctx.may_change(playbook.get("test", False), "PUT", PB + "/status"),
                       can_preview=ctx.can("POST", "/api/playbooks/preview-count"),
                       can_dry_run=ctx.can("POST", "/api/interventions/dry-run"), statuses=STATUSES,
-                      count=_count(ctx, playbook["entry_conditions"] or {}))
+                      count=_count_text(ctx, values["entry_conditions"]))
 
 
 def _count(ctx: web.Ctx, tree) -> dict:
@@ -106,15 +106,16 @@ def set_status(ctx: web.Ctx, playbook_id: str):
 
 def preview(ctx: web.Ctx):
     """The live count under the editor: the entry conditions as typed, counted by the API."""
-    text = request.form.get("entry_conditions", "").strip() or "{}"
+    return ctx.render("console/_count.html", count=_count_text(ctx, request.form.get("entry_conditions", "")))
+
+
+def _count_text(ctx: web.Ctx, text: str) -> dict:
     try:
-        tree = json.loads(text)
+        tree = json.loads(text.strip() or "{}")
     except ValueError as exc:
-        found = {"error": {"error": f"entry_conditions is not valid JSON: {exc}", "code": "validation_failed",
-                           "details": []}}
-    else:
-        found = _count(ctx, tree)
-    return ctx.render("console/_count.html", count=found)
+        return {"error": {"error": f"entry_conditions is not valid JSON: {exc}", "code": "validation_failed",
+                          "details": []}}
+    return _count(ctx, tree)
 
 
 def dry_run(ctx: web.Ctx):

@@ -25,7 +25,7 @@ def install(bp: Blueprint) -> None:
 
 def page(ctx: web.Ctx, *, made: dict | None = None, tested: dict | None = None):
     endpoints = ctx.api("GET", "/api/webhooks/endpoints")["endpoints"]
-    chosen = request.args.get("endpoint") or (endpoints[0]["id"] if endpoints else None)
+    chosen = request.args.get("ep") or (endpoints[0]["id"] if endpoints else None)
     deliveries = []
     if chosen:
         try:
@@ -65,4 +65,4 @@ def delete(ctx: web.Ctx, endpoint_id: str):
 
 def replay(ctx: web.Ctx, delivery_id: str):
     done = ctx.api("POST", "/api/webhooks/deliveries/{delivery_id}/replay", delivery_id=delivery_id)["delivery"]
-    return web.back(url_for("console.webhooks", endpoint=done.get("endpoint_id") or ""), done="replayed")
+    return web.back(url_for("console.webhooks", ep=done.get("endpoint_id") or ""), done="replayed")
