@@ -30,6 +30,12 @@ test-js: install
     sdk/js/scripts/ensure-browser.sh
     sdk/js/scripts/test.sh
 
+# Screenshots of every console page at desktop and phone width into docs/console/, made
+# by the console's browser tests (installs chromium if missing).
+screenshots: install
+    sdk/js/scripts/ensure-browser.sh
+    CS_SCREENSHOTS=docs/console .venv/bin/python -m pytest tests/browser -q -k "axe"
+
 # Apply migrations to the configured database.
 migrate: install
     .venv/bin/cs db upgrade
