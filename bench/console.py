@@ -1,0 +1,215 @@
+"""Every console page, server-rendered, with 100,000 customers (goal: p50 under 200 ms each).
+
+    .venv/bin/python bench/console.py                          # 100k customers, 1M events
+    .venv/bin/python bench/console.py --users 20000 --events 100000 --runs 5    # a quick run
+
+  1. on a fresh PostgreSQL database (bench/harness.py) with one tenant on the "scale" plan,
+     seeds on the server (setseed: the same corpus every run), the loaded tables' indexes
+     dropped for the load and re-created with their migrated definitions, then VACUUM
+     ANALYZE: --users customers (1% test-mode, a `plan` trait), --events events over 90
+     days, 12 playbooks, --interventions interventions over 120 days (the corpus of
+     bench/analytics.py), daily score snapshots of --snapshot-users users over 90 days, a
+     webhook endpoint with --deliveries deliveries of two attempts each;
+  2. signs in to the console with the tenant's admin key (a session cookie, as a browser
+     holds it) and times each page through Flask's test client on the real app (every
+     layer: the session, the tenant-scoped unit of work, the services, the template), in
+     this process, --runs times after --warmup untimed rounds, pages interleaved;
+  3. prints p50 / p95 / max of each page and whether p50 meets the goal; checks that each
+     page answered 200 and that lists paginate (a page holds at most its page size).
+     --strict: exit 1 when a goal is missed or a check fails."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from datetime import datetime, timezone
+
+import psycopg
+
+import analytics as corpus
+import harness as h
+
+NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
+GOAL_MS = 200.0
+PLAN = "scale"
+TABLES = ("customers", "events", "interventions", "playbooks", "score_snapshots")   # loaded with indexes dropped
+
+OPTIONS = """
+--users 100_000          customers
+--events 1_000_000       events over 90 days
+--interventions 30_000   interventions over 120 days
+--snapshot-users 1000    users with 90 days of daily score snapshots
+--deliveries 500         webhook deliveries (two attempts each)
+--runs 15                measured requests of each page
+--warmup 2               untimed rounds first
+--keep-db                keep the database (prints its name)
+--strict                 exit 1 when a goal is missed or a check fails
+"""
+
+TRAITS = """
+UPDATE customers SET traits = json_build_object('plan', (ARRAY['free', 'starter', 'pro', 'enterprise'])[1 + (hashtext(id) & 3)])
+WHERE tenant_id = %(t)s
+"""
+
+SNAPSHOTS = """
+INSERT INTO score_snapshots (tenant_id, user_id, day, health, activation_score, engagement_score, expansion_score,
+                             lifecycle_stage, risk_level)
+SELECT %(t)s, 'u' || lpad(u::text, 7, '0'), (%(now)s::timestamptz)::date - d,
+       50 + 40 * sin(u + d / 9.0), 60, 50 + 30 * cos(u + d / 7.0), 20, 'engaged', 'low'
+FROM generate_series(1, %(snapshot_users)s) u, generate_series(0, 89) d
+"""
+
+ENDPOINT = """
+INSERT INTO webhook_endpoints (id, tenant_id, url, description, subscribed_events, secret_enc, active, created_at,
+                               updated_at)
+VALUES ('00000000-0000-4000-b000-000000000001', %(t)s, 'https://hooks.example.com/cs', 'bench', NULL, '', true,
+        %(now)s, %(now)s)
+"""
+
+DELIVERIES = """
+INSERT INTO deliveries (id, tenant_id, kind, endpoint_id, subject_id, event_type, url, body, headers, secret_enc,
+                        status, attempts, max_attempts, test, created_at, updated_at)
+SELECT '00000000-0000-4000-c000-' || lpad(to_hex(g), 12, '0'), %(t)s, 'event', '00000000-0000-4000-b000-000000000001',
+       NULL, 'user.stage_changed', 'https://hooks.example.com/cs', '{}', '{}', '',
+       CASE WHEN g %% 10 = 0 THEN 'failed' ELSE 'delivered' END, 2, 6, false,
+       %(now)s - make_interval(secs => g * 60), %(now)s
+FROM generate_series(1, %(deliveries)s) g
+"""
+
+ATTEMPTS = """
+INSERT INTO delivery_attempts (id, tenant_id, delivery_id, number, at, status_code, latency_ms, error)
+SELECT '00000000-0000-4000-d000-' || lpad(to_hex(g * 2 + n), 12, '0'), %(t)s,
+       '00000000-0000-4000-c000-' || lpad(to_hex(g), 12, '0'), n, %(now)s, CASE WHEN n = 1 THEN 503 ELSE 200 END,
+       42.0, CASE WHEN n = 1 THEN 'HTTP 503' END
+FROM generate_series(1, %(deliveries)s) g, generate_series(1, 2) n
+"""
+
+
+def _params(tenant_id: str, args) -> dict:
+    return {"t": tenant_id, "now": NOW, "users": args.users, "events": args.events,
+              "interventions": args.interventions, "names": h.EVENT_NAMES, "n_names": len(h.EVENT_NAMES),
+              "areas": corpus.AREAS, "n_areas": len(corpus.AREAS), "snapshot_users": args.snapshot_users,
+              "deliveries": args.deliveries}
+
+
+def seed(conninfo: str, tenant_id: str, args, steps: tuple) -> dict[str, float]:
+    params = _params(tenant_id, args)
+    seconds = {}
+    with psycopg.connect(conninfo) as conn:
+        conn.execute("SELECT setseed(0.20261102)")
+        for label, sql in steps:
+            seconds[label], _ = h.timed(lambda: conn.execute(sql, params))
+            h.say(f"  {label}: {seconds[label]:.1f} s")
+        conn.execute("UPDATE tenants SET tracked_users = %s WHERE id = %s", (args.users, tenant_id))
+    return seconds
+
+
+BIG = (("customers", corpus.CUSTOMERS), ("traits", TRAITS), ("events", corpus.EVENTS), ("playbooks", corpus.PLAYBOOKS),
+       ("interventions", corpus.INTERVENTIONS), ("snapshots", SNAPSHOTS))
+SMALL = (("endpoint", ENDPOINT), ("deliveries", DELIVERIES), ("attempts", ATTEMPTS))
+
+
+def pages(conninfo: str, tenant_id: str) -> list[tuple[str, str]]:
+    """The pages to time, with real ids of the corpus."""
+    with psycopg.connect(conninfo) as conn:
+        iv = conn.execute("SELECT id FROM interventions WHERE tenant_id = %s AND channel <> 'escalate' "
+                          "AND status = 'delivered' ORDER BY planned_at DESC LIMIT 1", (tenant_id,)).fetchone()[0]
+        playbook = conn.execute("SELECT id FROM playbooks WHERE tenant_id = %s ORDER BY id LIMIT 1",
+                                (tenant_id,)).fetchone()[0]
+    return [
+        ("review queue", "/console/review"),
+        ("interventions", "/console/interventions"),
+        ("interventions, filtered", "/console/interventions?status=delivered&channel=email"),
+        ("escalations", "/console/interventions?kind=escalations"),
+        ("intervention detail", f"/console/interventions/{iv}"),
+        ("customers", "/console/customers"),
+        ("customers, stage + risk", "/console/customers?stage=at_risk&risk=critical"),
+        ("customers, trait", "/console/customers?trait=plan&value=pro"),
+        ("customers, search", "/console/customers?q=user+4242"),
+        ("customer detail (90 d chart)", "/console/customers/u0000001"),
+        ("playbooks", "/console/playbooks"),
+        ("playbook editor (+ count)", f"/console/playbooks/{playbook}"),
+        ("analytics 7d", "/console/analytics?range=7d"),
+        ("analytics 30d", "/console/analytics?range=30d"),
+        ("analytics 90d", "/console/analytics?range=90d"),
+        ("webhooks", "/console/webhooks"),
+        ("settings", "/console/settings"),
+    ]
+
+
+def sign_in(client, key: str) -> None:
+    form = client.get("/console/sign-in").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
+    resp = client.post("/console/sign-in/key", data={"csrf_token": token, "api_key": key})
+    if resp.status_code != 303:
+        raise h.BenchError(f"sign-in answered {resp.status_code}")
+
+
+ROWS = re.compile(r"<tr>\s*<td>")
+
+
+def run(bench: h.Bench, args) -> int:
+    from cs_daemon.clock import FakeClock
+    from webapp import create_app
+
+    t_start = time.monotonic()
+    db = bench.database()
+    h.say(f"database {db}: seeding {args.users:,} users, {args.events:,} events, {args.interventions:,} interventions")
+    rt = bench.runtime(db, FakeClock(NOW), redis_url=None, cs_log_level="WARNING")
+    tenant = bench.tenant(db, PLAN, now=NOW, rt=rt)
+    seconds = h.reload(db, TABLES, lambda: seed(h.conninfo(db), tenant.id, args, BIG))
+    seconds.update(seed(h.conninfo(db), tenant.id, args, SMALL))
+    h.say(f"seeded in {sum(seconds.values()):.0f} s")
+    client = create_app(runtime=rt).test_client()
+    sign_in(client, tenant.key)
+    targets = pages(h.conninfo(db), tenant.id)
+    checks: list[str] = []
+
+    def get(path: str) -> str:
+        resp = client.get(path)
+        if resp.status_code != 200:
+            raise h.BenchError(f"{path} answered {resp.status_code}: {resp.get_data(as_text=True)[:300]}")
+        return resp.get_data(as_text=True)
+
+    for _ in range(args.warmup):
+        for _, path in targets:
+            get(path)
+    times: dict[str, list[float]] = {name: [] for name, _ in targets}
+    bodies: dict[str, str] = {}
+    probe = h.LoadProbe()
+    for _, (name, path) in h.interleave(args.runs, targets):
+        dt, bodies[name] = h.timed(lambda: get(path))
+        times[name].append(dt)
+    line = probe.line()
+    for name, limit in (("customers", 50), ("interventions", 25), ("review queue", 25)):
+        shown = bodies[name].count('href="/console/customers/') if name == "customers" else \
+            bodies[name].count('data-card') if name == "review queue" else len(ROWS.findall(bodies[name]))
+        if shown > limit or "Older</a>" not in bodies[name]:
+            checks.append(f"{name}: {shown} rows shown, next page link {'present' if 'Older' in bodies[name] else 'missing'}")
+
+    print(f"\nConsole pages on PostgreSQL: {args.users:,} customers, {args.events:,} events, "
+          f"{args.interventions:,} interventions, {args.snapshot_users:,} users with 90 days of snapshots; "
+          f"{args.runs} requests a page after {args.warmup} warm-up rounds, interleaved; Flask test client, in process")
+    print(f"  timing: {line}")
+    rows, missed = [], []
+    for name, _ in targets:
+        s = h.summary(times[name])
+        ok = s["p50"] <= GOAL_MS
+        missed += [] if ok else [name]
+        rows.append((name, f"{s['p50']:.1f}", f"{s['p95']:.1f}", f"{s['max']:.1f}", "met" if ok else "MISSED"))
+    print(h.table(rows, head=("page", "p50 ms", "p95 ms", "max ms", f"goal p50 <= {GOAL_MS:.0f} ms"), align="<>>><"))
+    print(f"  checks: {'pages answer 200 and lists paginate' if not checks else '; '.join(checks)}")
+    print(f"  total run {time.monotonic() - t_start:.0f} s")
+    return 1 if args.strict and (missed or checks) else 0
+
+
+def check(args) -> str | None:
+    if args.users < 2000 or args.events < 1 or args.interventions < 100 or args.runs < 1:
+        return "--users >= 2000, --events >= 1, --interventions >= 100, --runs >= 1"
+    if args.snapshot_users > args.users:
+        return "--snapshot-users <= --users"
+
+
+if __name__ == "__main__":
+    sys.exit(h.main("console", __doc__, OPTIONS, run, check))
