@@ -17,6 +17,7 @@ class Customer(TenantOwned, table=True):
         Index("ix_customers_risk", "tenant_id", "risk_level"),
         Index("ix_customers_activity", "tenant_id", "last_activity_at"),
         Index("ix_customers_scored", "scored_at"),
+        Index("ix_customers_created", "tenant_id", "created_at", "id"),   # lists, newest first
     )
 
     tenant_id: str = Field(foreign_key="tenants.id", primary_key=True, max_length=36)

@@ -7,7 +7,8 @@ Create Date: 2026-12-01 12:00:00.000000
 - console_sign_in_links: one-time links mailed to team members (the token's digest only);
 - console_sessions: signed-in browsers, of a member or of an API key, with their CSRF
   token and the live/test/both view;
-- score_snapshots: each user's scores per day, for the console's chart over time.
+- score_snapshots: each user's scores per day, for the console's chart over time;
+- ix_customers_created: customer lists page newest first without sorting the tenant.
 """
 from alembic import op
 import sqlalchemy as sa
@@ -62,9 +63,11 @@ def upgrade() -> None:
     )
     op.create_index('ix_score_snapshots_tenant_id', 'score_snapshots', ['tenant_id'])
     op.create_index('ix_score_snapshots_day', 'score_snapshots', ['tenant_id', 'day'])
+    op.create_index('ix_customers_created', 'customers', ['tenant_id', 'created_at', 'id'])
 
 
 def downgrade() -> None:
+    op.drop_index('ix_customers_created', table_name='customers')
     op.drop_table('score_snapshots')
     op.drop_table('console_sessions')
     op.drop_table('console_sign_in_links')

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flask import Blueprint, redirect, url_for
+from flask import Blueprint, Response, redirect, render_template, url_for
 
 from . import analytics, customers, interventions, playbooks, settings, shell, signin, webhooks
 
@@ -20,4 +20,10 @@ def blueprint() -> Blueprint:
     bp.add_url_rule("/", "home", lambda: redirect(url_for("console.review")))
     for module in (shell, signin, interventions, customers, playbooks, analytics, webhooks, settings):
         module.install(bp)
+    bp.register_error_handler(404, _not_found)
     return bp
+
+
+def _not_found(_exc) -> Response:
+    return Response(render_template("console/message.html", status=404, message="There is nothing here."),
+                    status=404, mimetype="text/html")

@@ -31,10 +31,9 @@ def listing(ctx: web.Ctx):
     page = search.find(ctx.session, now=ctx.now, q=args["q"], tree=tree, test=ctx.test_filter,
                        cursor=request.args.get("cursor"))
     upcoming = by_user.next_actions(ctx.session, ctx.caller.tenant_id, [c.id for c in page.customers])
-    stats = ctx.api("GET", "/api/customers/stats")["stats"]
     older = page.next_cursor and url_for("console.customers", cursor=page.next_cursor,
                                          **{k: v for k, v in args.items() if v})
-    return ctx.render("console/customers.html", customers=page.customers, upcoming=upcoming, stats=stats,
+    return ctx.render("console/customers.html", customers=page.customers, upcoming=upcoming,
                       args=args, older=older, stages=STAGES, risks=RISK_LEVELS)
 
 
