@@ -7,11 +7,14 @@ violation."""
 from __future__ import annotations
 
 import json
+import math
+from datetime import timedelta
 
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
+from cs_daemon.customers import snapshots
 from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
 
@@ -29,6 +32,17 @@ def _world(console, *, channel: str = "webhook", receiver=None, body: str = "Hel
     iv = console.api("POST", "/api/interventions", json={"user_id": "u1", "playbook_id": playbook, "channel": channel,
                                                          "message_body": body})["id"]
     return {"playbook": playbook, "intervention": iv}
+
+
+def _history(console, user_id: str, days: int) -> None:
+    """Daily score snapshots of the last `days` days, as ingest and the sweep leave them."""
+    now = console.rt.now()
+    with console.rt.session(console.tenant.id) as s:
+        for back in range(days, 0, -1):
+            wave = math.sin(back / 5)
+            snapshots.write(s, console.tenant.id, [{
+                "id": user_id, "health": 55 + 25 * wave, "activation_score": 60, "engagement_score": 45 + 30 * math.cos(back / 4),
+                "expansion_score": 20, "lifecycle_stage": "engaged", "risk_level": "low"}], now=now - timedelta(days=back))
 
 
 def _card(page, iv: str):
@@ -194,6 +208,9 @@ def test_every_page_passes_axe_at_desktop_and_phone_width(console, receiver, mai
     test_key = console.tenant.issue(role="admin", test=True)
     console.api("POST", "/api/track", key=test_key, json={"events": [
         {"user_id": "t1", "event": "$identify", "properties": {"name": "Test Person"}}]})
+    console.api("POST", "/api/track", json={"events": [
+        {"user_id": "u1", "event": name, "properties": {}} for name in ("report_created", "invited_teammate")]})
+    _history(console, "u1", days=30)
     page = console.page()
     page.goto("/console/sign-in")
     check_page(page, "sign-in")
@@ -207,4 +224,6 @@ def test_every_page_passes_axe_at_desktop_and_phone_width(console, receiver, mai
     for name, path in pages:
         page.goto(path)
         check_page(page, name)
+    page.goto("/console/customers/u1")
+    assert page.locator("svg.chart").count() == 1
     assert other

@@ -92,7 +92,8 @@ def lines(days: list[date], series: dict[str, list[float | None]], *, label: str
                    f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="chart-label">{_number(tick)}</text>')
     for i in sorted({0, len(days) // 2, len(days) - 1}):
         x = left + step * i
-        out.append(f'<text x="{x:.1f}" y="{height - 8}" text-anchor="middle" class="chart-label">'
+        anchor = "start" if i == 0 else "end" if i == len(days) - 1 else "middle"
+        out.append(f'<text x="{x:.1f}" y="{height - 8}" text-anchor="{anchor}" class="chart-label">'
                    f'{days[i].strftime("%d %b")}</text>')
     for j, values in enumerate(series.values()):
         for run in _runs(values):
