@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..auth import service as auth
@@ -33,6 +33,7 @@ OPEN_LINKS_PER_MEMBER = 3          # unused, unexpired links a member may have a
 SESSION_IDLE = timedelta(hours=12)  # a session unused this long is over
 SESSION_MAX = timedelta(days=7)     # and every session ends this long after sign-in
 SEEN_RESOLUTION = timedelta(minutes=1)
+KEEP_ENDED = timedelta(days=1)      # ended sessions and spent links are deleted this long after
 DATA_VIEWS = ("live", "test", "both")
 READERS = frozenset({"read", "full"})
 
@@ -58,6 +59,9 @@ def request_links(session: Session, email: str, *, now: datetime) -> list[LinkMa
     made = []
     for member in session.scalars(select(Member).where(func.lower(Member.email) == email.strip().lower(),
                                                        Member.removed_at.is_(None))):
+        session.execute(delete(SignInLink).where(SignInLink.tenant_id == member.tenant_id,
+                                                 SignInLink.member_id == member.id,
+                                                 SignInLink.expires_at < now - KEEP_ENDED))
         if _open_links(session, member, now) >= OPEN_LINKS_PER_MEMBER:
             continue
         token = secrets.token_urlsafe(32)
@@ -105,6 +109,10 @@ class Started:
 
 def start(session: Session, tenant_id: str, *, now: datetime, member_id: str | None = None,
           key_id: str | None = None) -> Started:
+    session.execute(delete(ConsoleSession).where(     # the tenant's sessions over for a day
+        ConsoleSession.tenant_id == tenant_id,
+        or_(ConsoleSession.expires_at < now - KEEP_ENDED, ConsoleSession.ended_at < now - KEEP_ENDED,
+            ConsoleSession.last_seen_at < now - SESSION_IDLE - KEEP_ENDED)))
     token = secrets.token_urlsafe(32)
     row = ConsoleSession(tenant_id=tenant_id, token_digest=digest(token), member_id=member_id, key_id=key_id,
                          csrf_token=secrets.token_urlsafe(32), created_at=now, last_seen_at=now,
@@ -145,6 +153,8 @@ def resolve(session: Session, token: str | None, *, now: datetime) -> Signed | N
     if row is None or row.ended_at is not None or row.expires_at <= now or row.last_seen_at + SESSION_IDLE <= now:
         return None
     tenant = session.get(Tenant, row.tenant_id)
+    if tenant is None:
+        return None
     found = _member_caller(session, row, tenant) if row.key_id is None else _key_caller(session, row, tenant)
     if found is None:
         return None

@@ -10,9 +10,10 @@ import re
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from cs_daemon.console import mail
+from cs_daemon.console.models import ConsoleSession
 from cs_daemon.customers import service as customers, snapshots
 from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
@@ -86,7 +87,9 @@ def test_a_key_signs_in_with_a_session_cookie_and_the_key_is_not_the_cookie(clie
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Path=/console" in cookie
     assert "Secure" in cookie                      # the public URL is https: a proxy terminates TLS
     assert tenant.key not in cookie
-    assert client.get("/console/review").status_code == 200
+    page = client.get("/console/review")
+    assert page.status_code == 200 and page.headers["X-Frame-Options"] == "DENY"
+    assert page.headers["Cache-Control"] == "no-store" and "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
 
 
 def test_sign_in_forms_need_their_token_and_bad_keys_are_refused(client, world):
@@ -183,6 +186,12 @@ def test_a_session_ends_with_its_key_its_member_or_sign_out(client, world, rt):
     out = client.post("/console/sign-out", data={"csrf_token": token})
     assert out.status_code == 303 and any(c.startswith("cs_console=;") for c in out.headers.getlist("Set-Cookie"))
     assert client.get("/console/review").status_code == 302
+    with rt.session(tenant.id) as s:
+        assert s.scalar(select(func.count()).select_from(ConsoleSession)) == 3
+    rt.clock.advance(days=8)
+    _sign_in_key(client, tenant.key)                                   # sessions over for a day are deleted
+    with rt.session(tenant.id) as s:
+        assert s.scalar(select(func.count()).select_from(ConsoleSession)) == 1
 
 
 def test_a_session_ends_after_idling_and_after_its_longest_life(client, world, clock):

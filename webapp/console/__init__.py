@@ -21,7 +21,19 @@ def blueprint() -> Blueprint:
     for module in (shell, signin, interventions, customers, playbooks, analytics, webhooks, settings):
         module.install(bp)
     bp.register_error_handler(404, _not_found)
+    bp.after_request(_headers)
     return bp
+
+
+def _headers(resp: Response) -> Response:
+    """No console page in a frame (clickjacking), none kept in a shared cache (a secret is
+    shown once), and no sign-in token leaving in a Referer."""
+    resp.headers.setdefault("X-Frame-Options", "DENY")
+    resp.headers.setdefault("Content-Security-Policy", "frame-ancestors 'none'")
+    resp.headers.setdefault("Referrer-Policy", "same-origin")
+    if resp.mimetype == "text/html":
+        resp.headers.setdefault("Cache-Control", "no-store")
+    return resp
 
 
 def _not_found(_exc) -> Response:

@@ -7,6 +7,8 @@ from flask import Blueprint, request
 from . import charts, web
 
 RANGES = ("7d", "30d", "90d")
+SHOWN = {"range", "kpis", "roi", "lifecycle_distribution", "risk_distribution", "intervention_stats", "outcome_stats",
+         "top_playbooks", "lifecycle_area_breakdown"}
 
 
 def install(bp: Blueprint) -> None:
@@ -16,7 +18,9 @@ def install(bp: Blueprint) -> None:
 def page(ctx: web.Ctx):
     range_ = request.args.get("range") if request.args.get("range") in RANGES else "30d"
     report = ctx.api("GET", "/api/analytics", query={"range": range_})
-    return ctx.render("console/analytics.html", report=report, range_=range_, ranges=RANGES, drawn=_charts(report))
+    extras = {k: v for k, v in report.items() if k not in SHOWN and v}   # figures later versions add (AI use, ...)
+    return ctx.render("console/analytics.html", report=report, range_=range_, ranges=RANGES, drawn=_charts(report),
+                      extras=extras)
 
 
 def _charts(report: dict) -> dict:
