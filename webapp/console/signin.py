@@ -4,8 +4,9 @@ signs in (a mail scanner that follows links spends nothing)."""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, redirect, render_template, request, url_for
 from urllib.parse import urlsplit
+
+from flask import Blueprint, Response, redirect, render_template, request, url_for
 
 from cs_daemon import addresses
 from cs_daemon.auth.admission import admit_address
