@@ -22,8 +22,15 @@ serve *ARGS: install
 # The whole test suite, against the embedded mode and PostgreSQL + Redis, then the JS
 # SDK's tests; with ARGS, only pytest with them (e.g. `just test tests/api -k track`).
 test *ARGS: install
-    .venv/bin/python -m pytest {{ARGS}}
-    {{ if ARGS == "" { just_executable() + " test-js" } else { "true" } }}
+    {{ if ARGS == "" { just_executable() + " test-all" } else { ".venv/bin/python -m pytest " + ARGS } }}
+
+# The whole suite: the in-process tests spread over three pytest workers (each file on one
+# worker, each worker its own PostgreSQL database and Redis prefix), then the tests that
+# start processes, browsers or fault campaigns one at a time, then the JS SDK's tests.
+test-all: install
+    .venv/bin/python -m pytest -n 3 --dist loadfile tests/unit tests/api tests/cli tests/sdk
+    .venv/bin/python -m pytest tests/integration tests/browser
+    {{just_executable()}} test-js
 
 # The JS SDK's tests (node --test) against the real service; installs chromium if missing.
 test-js: install
