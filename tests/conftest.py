@@ -17,6 +17,7 @@ import psycopg
 import pytest
 import redis
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from cs_daemon import cache as cache_mod
 from cs_daemon import migrate
@@ -76,8 +77,14 @@ def clean(settings: Settings) -> None:
         cache_mod._memory.clear()
         return
     tables = ", ".join(f'"{t.name}"' for t in metadata.sorted_tables)
-    with get_engine(settings).begin() as conn:
-        conn.execute(text(f"TRUNCATE {tables} CASCADE"))
+    for attempt in range(3):
+        try:
+            with get_engine(settings).begin() as conn:
+                conn.execute(text(f"TRUNCATE {tables} CASCADE"))
+            break
+        except OperationalError as exc:   # a test's stream thread still writing as it ends
+            if not isinstance(exc.orig, psycopg.errors.DeadlockDetected) or attempt == 2:
+                raise
     client = redis.Redis.from_url(REDIS)
     keys = list(client.scan_iter(f"{settings.cs_redis_prefix}:*"))
     if keys:
