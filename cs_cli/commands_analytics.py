@@ -15,21 +15,28 @@ from .output import out, print_json
 def register(app: typer.Typer) -> None:
     @app.command("analytics")
     def analytics(
+        view: str = typer.Argument(None, help="uplift: only each playbook's uplift, as a table."),
         tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
         range_: str = typer.Option("30d", "--range", help="7d, 30d or 90d."),
         json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
     ):
-        """KPIs, ROI and distributions of a tenant, as panels and bar charts."""
+        """KPIs, ROI and distributions of a tenant, as panels and bar charts; `uplift`
+        for each playbook's uplift over its holdout (docs/decisions.md)."""
         if range_ not in service.RANGES:
             raise typer.BadParameter("must be 7d, 30d or 90d", param_hint="--range")
+        if view not in (None, "uplift"):
+            raise typer.BadParameter(f"unknown view {view!r}: uplift, or none", param_hint="VIEW")
         rt = runtime()
         with rt.session(tenant) as s:
             tenants.get(s, tenant, now=rt.now())
-            report = service.report(s, range_=range_, now=rt.now())
+            make = service.uplift_report if view == "uplift" else service.report
+            report = make(s, range_=range_, now=rt.now())
         if json_:
             print_json(report)
-            return
-        _render(report)
+        elif view == "uplift":
+            _render_uplift(report)
+        else:
+            _render(report)
 
 
 def _pct(value: float) -> str:
@@ -55,6 +62,31 @@ def _render(r: dict) -> None:
         for p in r["top_playbooks"]:
             t.add_row(p["name"], str(p["interventions"]), "—" if p["success_rate"] is None else _pct(p["success_rate"]))
         out.print(t)
+
+
+def _arm(arm: dict) -> str:
+    return f"{arm['positive']}/{arm['n']}" + (f" ({_pct(arm['positive'] / arm['n'])})" if arm["n"] else "")
+
+
+def _points(value: float) -> str:
+    return f"{value * 100:+.1f} pts"
+
+
+def _render_uplift(r: dict) -> None:
+    t = Table(title=f"Uplift over the holdout, last {r['range']}", title_justify="left", header_style="bold")
+    for col, justify in (("playbook", "left"), ("treated", "right"), ("held out", "right"), ("uplift", "right"),
+                         ("95% interval", "right"), ("proven", "center")):
+        t.add_column(col, justify=justify)
+    for u in r["uplift"]:
+        ci = u["uplift_ci"]
+        t.add_row(u["name"], _arm(u["treated"]), _arm(u["held_out"]),
+                  "—" if u["uplift"] is None else _points(u["uplift"]),
+                  "—" if ci is None else f"{_points(ci[0])} to {_points(ci[1])}",
+                  "[green]yes[/]" if u["uplift_significant"] else "no")
+    if not r["uplift"]:
+        out.print(f"No settled outcomes in the last {r['range']}.")
+        return
+    out.print(t)
 
 
 def _bars(title: str, rows: list[tuple[str, int]], width: int = 30) -> None:

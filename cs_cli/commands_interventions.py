@@ -14,7 +14,8 @@ app = typer.Typer(help="Interventions: review what the engine planned.", no_args
 escalations = typer.Typer(help="Escalations: users handed to the team.", no_args_is_help=True)
 
 STATUS_STYLE = {"planned": "cyan", "approved": "blue", "sent": "blue", "delivered": "green", "failed": "red",
-                "rejected": "dim", "rolled_back": "magenta", "shadow": "dim", "open": "yellow",
+                "rejected": "dim", "rolled_back": "magenta", "shadow": "dim", "held_out": "dim",
+                "open": "yellow",
                 "handled": "green", "delegated": "blue"}
 
 
@@ -22,7 +23,8 @@ STATUS_STYLE = {"planned": "cyan", "approved": "blue", "sent": "blue", "delivere
 def list_(
     tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
     status: str = typer.Option(None, "--status", help="Only this status (planned, approved, sent, delivered, "
-                                                        "failed, rejected, rolled_back, shadow)."),
+                                                        "failed, rejected, rolled_back, shadow, "
+                                                        "held_out)."),
     limit: int = typer.Option(50, "--limit", min=1, max=200, help="How many, newest first."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):

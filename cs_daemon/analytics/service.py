@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from ..customers.models import Customer
 from ..interventions.models import Intervention
 from ..playbooks.models import Playbook
+from . import uplift
 
 RANGES = {"7d": 7, "30d": 30, "90d": 90}
 DECIDED = ("positive", "negative", "neutral")
@@ -49,7 +50,8 @@ def report(session: Session, *, range_: str, now: datetime) -> dict:
         "roi": {"recovered_users": _recovered(session, since),
                 "intervention_success_rate": _rate(delivered, delivered + failed),
                 "avg_time_to_outcome_days": round(sum(g.seconds for g in work) / timed / 86400, 2) if timed else None,
-                "outcomes_by_lifecycle_area": areas},
+                "outcomes_by_lifecycle_area": areas,
+                "uplift": _uplift(session, since, playbooks)},
         "lifecycle_distribution": [{"stage": k, "count": n} for k, n in sorted(people.by_stage.items())],
         "risk_distribution": [{"risk_level": k, "count": n} for k, n in sorted(people.by_risk.items())],
         "intervention_stats": [{"channel": c, "total": _sum(work, channel=c),
@@ -102,7 +104,7 @@ class Group:
 
 def _in_range(since: datetime):
     return and_(Intervention.test.is_(False), Intervention.planned_at >= since,
-                Intervention.status != "shadow", Intervention.channel != "escalate")
+                Intervention.status.not_in(("shadow", "held_out")), Intervention.channel != "escalate")
 
 
 def _interventions(session: Session, since: datetime) -> list[Group]:
@@ -145,6 +147,21 @@ def _by_area(work: list[Group], playbooks: dict) -> list[dict]:
     return [{"lifecycle_area": area, "interventions": t["interventions"], "positive": t["positive"],
              "negative": t["negative"], "neutral": t["neutral"]}
             for area, t in sorted(areas.items(), key=lambda item: (item[0] is None, item[0] or ""))]
+
+
+def uplift_report(session: Session, *, range_: str, now: datetime) -> dict:
+    """Only `roi.uplift` of the report, for `cs analytics uplift`."""
+    playbooks = {pid: (name, area) for pid, name, area in session.execute(
+        select(Playbook.id, Playbook.name, Playbook.lifecycle_area))}
+    return {"range": range_, "uplift": _uplift(session, now - timedelta(days=RANGES[range_]), playbooks)}
+
+
+def _uplift(session: Session, since: datetime, playbooks: dict) -> list[dict]:
+    """Each playbook's uplift over the range's interventions (docs/decisions.md, "Holdout
+    and uplift"), by name."""
+    found = uplift.by_playbook(session, since=since)
+    return [{"playbook_id": pid, "name": playbooks[pid][0], **found[pid]}
+            for pid in sorted((p for p in found if p in playbooks), key=lambda p: (playbooks[p][0], p))]
 
 
 def _top_playbooks(work: list[Group], playbooks: dict, limit: int = 5) -> list[dict]:

@@ -56,15 +56,20 @@ def user_context(session: Session, customer: Customer, specs_: PlaybookSet, now:
                        opted_out=frozenset(customer.opted_out or []))
 
 
-def history(session: Session, user_id: str, now: datetime, *, live_only: bool = False) -> History:
+def history(session: Session, user_id: str, now: datetime, *, live_only: bool = False,
+            held_out: bool = False) -> History:
     """What the user and the tenant received; `live_only` leaves test interventions out, so
-    a test run never uses up a live decision's repeat limits (docs/api.md, "Test mode")."""
-    counted = [Intervention.playbook_id.isnot(None), Intervention.status.in_(COUNTED)]
+    a test run never uses up a live decision's repeat limits (docs/api.md, "Test mode").
+    Held-out decisions are no contact and never count, except that a user still held out
+    has their own paced like contacts (`held_out`: docs/decisions.md, "Holdout and uplift")."""
+    scope = [Intervention.playbook_id.isnot(None)]
     if live_only:
-        counted.append(Intervention.test.is_(False))
+        scope.append(Intervention.test.is_(False))
+    counted = [*scope, Intervention.status.in_(COUNTED)]
+    own = [*scope, Intervention.status.in_(COUNTED + ("held_out",))] if held_out else counted
     mine = session.execute(
         select(Intervention.playbook_id, func.count(), func.max(Intervention.planned_at))
-        .where(Intervention.user_id == user_id, *counted)
+        .where(Intervention.user_id == user_id, *own)
         .group_by(Intervention.playbook_id)).all()
     day = session.execute(
         select(Intervention.playbook_id, func.count())

@@ -17,7 +17,7 @@ from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
-from . import context
+from . import context, holdout
 
 log = logging.getLogger(__name__)
 USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
@@ -34,6 +34,7 @@ class Proposal:
     reasoning: str
     checks: list[dict] | None
     live_only: bool = True      # decided on the live history alone (no test data behind it)
+    held_out: bool = False      # the user is in the holdout: paced by their held-out decisions too
 
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
@@ -47,13 +48,15 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
         return None
     live_only = not (test_events or customer.test)
     user = context.user_context(session, customer, specs, now)
-    made = decide(user, specs, context.history(session, customer.id, now, live_only=live_only), now=now,
+    held_out = holdout.is_held_out(tenant, customer.id)
+    history = context.history(session, customer.id, now, live_only=live_only, held_out=held_out)
+    made = decide(user, specs, history, now=now,
                   events=events, state_changed=state_changed)
     if made.action == "none":
         return None
     spec = next(s for s in specs if s.id == made.playbook_id)
     if made.action != "send":
-        return Proposal(made, spec, None, made.reasoning or "", None, live_only)
+        return Proposal(made, spec, None, made.reasoning or "", None, live_only, held_out)
     facts = {f: getattr(customer, f) for f in USER_FIELDS}
     brand = tenant.brand_context
     template = messages.render_template(spec.strategy_hints.get("message_template"), channel=made.channel,
@@ -62,7 +65,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
                          playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
                                    "hints": spec.strategy_hints},
                          brand=brand, decision_reasoning=made.reasoning or "", template_message=template)
-    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only)
+    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only, held_out)
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:
@@ -115,6 +118,17 @@ def is_test(session: Session, customer: Customer, spec: PlaybookSpec, *, test_ev
     return playbook is not None and playbook.test
 
 
+def _hold_out(session: Session, intervention: Intervention, now: datetime) -> Intervention:
+    """A held-out user's decision: kept, never delivered, and no webhook event (a receiver
+    acting on decision.recommended would contact the user and spoil the comparison). Its
+    attribution window opens now, as a delivery's would (docs/decisions.md, "Holdout and
+    uplift")."""
+    from ..interventions import outcomes
+
+    outcomes.open_window(session, intervention, now)
+    return intervention
+
+
 def record(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, *,
            now: datetime, test: bool = False) -> Intervention | None:
     """Write the intervention (or, for an external action, its dispatch) and emit
@@ -125,6 +139,8 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
     intervention = None
     if made.action in ("send", "escalate"):
         status = initial_status(tenant, proposal)
+        if status != "shadow" and made.action == "send" and holdout.is_held_out(tenant, customer.id):
+            status = "held_out"
         intervention = Intervention(
             tenant_id=tenant.id, user_id=customer.id, playbook_id=spec.id, status=status,
             channel=made.channel, message_body=proposal.message, reasoning=proposal.reasoning,
@@ -134,6 +150,8 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             planned_at=now, approved_at=now if status == "approved" else None, updated_at=now)
         session.add(intervention)
         session.flush()
+        if status == "held_out":
+            return _hold_out(session, intervention, now)
         if status == "approved":
             from ..interventions import pipeline
 

@@ -182,7 +182,8 @@ def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now
     from . import context
 
     hold_user(session, tenant_id, user_id)
-    why = repeat_limit(proposal.spec, context.history(session, user_id, now, live_only=proposal.live_only), now)
+    why = repeat_limit(proposal.spec, context.history(session, user_id, now, live_only=proposal.live_only,
+                                                         held_out=proposal.held_out), now)
     if why:
         log.info("decision for user %s dropped: %s (%s)", user_id, why, proposal.spec.name)
     return why is None

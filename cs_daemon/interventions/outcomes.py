@@ -1,7 +1,9 @@
-"""Responses and outcomes of delivered interventions (decisions §8).
+"""Responses and outcomes of delivered interventions (decisions §8), and of held-out
+ones (docs/decisions.md, "Holdout and uplift").
 
 Delivery opens an intervention's attribution window: `attribution_days` of its playbook's
-exit conditions (default 7) from `delivered_at`. While the window is open:
+exit conditions (default 7) from `delivered_at` (for a held-out decision, from the moment
+it is recorded; it has no response, only an outcome). While the window is open:
 
 - the user's first event at or after the delivery is a response: `responded_at` is set
   and `user.responded` is emitted (an in-app click reported by the SDK counts too);
@@ -55,9 +57,13 @@ def open_window(session: Session, iv: Intervention, now: datetime) -> None:
     iv.attribution_until = now + window(playbook.exit_conditions if playbook else None)
 
 
+# a held-out decision's window opens when it is recorded and settles by the same rules
+SETTLED_FROM = ("delivered", "held_out")
+
+
 def _is_open():
     return (Intervention.attribution_until.isnot(None), Intervention.outcome.is_(None),
-            Intervention.status == "delivered")
+            Intervention.status.in_(SETTLED_FROM))
 
 
 # -- responses --------------------------------------------------------------------------
@@ -76,7 +82,7 @@ def note_events(session: Session, tenant_id: str, events: Iterable[tuple[str, st
     ivs = _open_of_users(session, sorted(by_user))
     responses = 0
     for iv in ivs:
-        if iv.responded_at is not None or (test and not iv.test):
+        if iv.responded_at is not None or (test and not iv.test) or iv.delivered_at is None:
             continue
         inside = sorted(e for e in by_user[iv.user_id] if iv.delivered_at <= e[0] < iv.attribution_until)
         if inside:
@@ -194,7 +200,8 @@ def record(session: Session, iv: Intervention, outcome: str, *, now: datetime) -
     if not done:
         return False
     iv.outcome, iv.outcome_at = outcome, now
-    emit_recorded(session, iv, now=now)
+    if iv.status != "held_out":     # held-out decisions emit no events (docs/decisions.md)
+        emit_recorded(session, iv, now=now)
     return True
 
 

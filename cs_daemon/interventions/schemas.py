@@ -28,6 +28,7 @@ class InterventionPublic(Wire):
     quality_checks: Any = None
     source: str
     test: bool
+    outcome: str | None = None      # extension: positive, negative or neutral once settled
 
 
 class InterventionList(Wire):
@@ -36,6 +37,10 @@ class InterventionList(Wire):
 
 class ListQuery(Wire):
     limit: int = Field(50, ge=1, le=200)
+
+
+class InterventionQuery(ListQuery):
+    status: str | None = Field(None, max_length=20)     # extension: only this status
 
 
 class InterventionCreate(Wire):

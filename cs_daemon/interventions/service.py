@@ -36,7 +36,8 @@ def get(session: Session, intervention_id: str, *, escalation: bool = False) -> 
     return iv
 
 
-INTERVENTION_STATUSES = ("planned", "approved", "sent", "delivered", "failed", "rejected", "rolled_back", "shadow")
+INTERVENTION_STATUSES = ("planned", "approved", "sent", "delivered", "failed", "rejected", "rolled_back", "shadow",
+                         "held_out")
 ESCALATION_STATUSES = ("open", "handled", "delegated")
 
 

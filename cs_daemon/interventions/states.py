@@ -16,6 +16,9 @@ from ..errors import InvalidState
 from .models import Intervention
 
 IN_FLIGHT = ("approved", "sent")          # the pipeline may still move these
+# a held-out user's decision (docs/decisions.md, "Holdout and uplift"): never delivered,
+# no change leads out of it; only its outcome is settled (interventions/outcomes.py)
+HELD_OUT = "held_out"
 LIVE = ("approved", "sent", "delivered")  # their deliveries may still leave
 
 # what a person may do to an intervention or escalation, from which statuses (flag: any)

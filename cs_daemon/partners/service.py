@@ -93,14 +93,14 @@ class Figures:
 
 def customer_figures(session: Session, partner_id: str, tenant_id: str, *, now: datetime) -> Figures:
     """The last 30 days of one customer, test-mode data excluded; interventions counted as
-    in analytics (no shadow decisions, no escalations)."""
+    in analytics (no shadow or held-out decisions, no escalations)."""
     tenant = owned_customer(session, partner_id, tenant_id)
     since = now - STATS_WINDOW
     with customer_session(session, partner_id, tenant_id) as scoped:
         events = scoped.scalar(select(func.count()).select_from(Event)
                                .where(Event.test.is_(False), Event.timestamp >= since)) or 0
         in_range = and_(Intervention.test.is_(False), Intervention.planned_at >= since,
-                        Intervention.status != "shadow", Intervention.channel != "escalate")
+                        Intervention.status.not_in(("shadow", "held_out")), Intervention.channel != "escalate")
         total, delivered, positive, decided = scoped.execute(select(
             func.count(), func.count().filter(Intervention.status == "delivered"),
             func.count().filter(Intervention.outcome == "positive"),

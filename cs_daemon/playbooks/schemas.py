@@ -82,7 +82,23 @@ class PlaybookCreate(PlaybookWrite):
     name: str = Field(min_length=1, max_length=200)
 
 
-class PlaybookPublic(Wire):
+class Arm(Wire):
+    """One arm of an uplift comparison: interventions with a settled outcome, and how many
+    of them were positive (docs/decisions.md, "Holdout and uplift")."""
+
+    n: int
+    positive: int
+
+
+class Uplift(Wire):
+    uplift: float | None = None
+    uplift_ci: list[float] | None = Field(None, min_length=2, max_length=2)
+    uplift_significant: bool = False
+    treated: Arm = Arm(n=0, positive=0)
+    held_out: Arm = Arm(n=0, positive=0)
+
+
+class PlaybookPublic(Uplift):
     id: str
     name: str
     status: str

@@ -185,12 +185,14 @@ def describe_skipped(playbooks: list[Playbook]) -> str:
 
 
 def success_rates(session: Session) -> dict[str, float | None]:
-    """positive / decided outcomes of each playbook's interventions (test data excluded)."""
+    """positive / decided outcomes of each playbook's interventions (test data and held-out
+    decisions excluded: the rate is of what the playbook did)."""
     rows = session.execute(
         select(Intervention.playbook_id,
                func.count().filter(Intervention.outcome == "positive"),
                func.count().filter(Intervention.outcome.in_(DECIDED)))
-        .where(Intervention.playbook_id.isnot(None), Intervention.test.is_(False))
+        .where(Intervention.playbook_id.isnot(None), Intervention.test.is_(False),
+               Intervention.status != "held_out")
         .group_by(Intervention.playbook_id)
     ).all()
     return {pid: (round(pos / decided, 4) if decided else None) for pid, pos, decided in rows}

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 APPROVAL_MODES = ("suggest_only", "semi_auto", "full_auto")
 AUTO_APPROVE_MIN_CONFIDENCE = 0.8
+DEFAULT_HOLDOUT_PERCENT = 5
 MAX_EVENT_NAMES = 100
 # derived when shown, never stored (docs/tenant-config.md, "The CRM channel")
 SHOWN_ONLY = frozenset({"crm_webhook_secret_set"})
@@ -85,6 +86,8 @@ class TenantConfig(_Typed):
     auto_approve_min_confidence: Probability | None = None
     onboardingCompleted: bool | None = None
     shadow_mode_expires_at: Timestamp | None = None
+    # the share of users held out of engine actions (docs/decisions.md, "Holdout and uplift")
+    holdout_percent: Annotated[float, Field(ge=0, le=50)] | None = None
     # scoring (docs/scoring.md)
     milestones: EventNames | None = None
     expansion_events: EventNames | None = None
@@ -111,6 +114,10 @@ class TenantConfig(_Typed):
     def auto_approve_threshold(self) -> float:
         return AUTO_APPROVE_MIN_CONFIDENCE if self.auto_approve_min_confidence is None \
             else self.auto_approve_min_confidence
+
+    @property
+    def holdout(self) -> float:
+        return DEFAULT_HOLDOUT_PERCENT if self.holdout_percent is None else self.holdout_percent
 
     @property
     def shadow_mode_expires(self) -> datetime | None:

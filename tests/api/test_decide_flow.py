@@ -11,8 +11,13 @@ from cs_daemon.decisions.models import DecisionRequest
 from cs_daemon.interventions.models import Intervention
 from cs_daemon.outbox.models import OutboxEvent
 from cs_daemon.runtime import Runtime
-from tests.conftest import auth
+from tests.conftest import NO_HOLDOUT, auth
 from tests.support.openai_server import OpenAIServer, model_answer
+
+
+@pytest.fixture
+def tenant(make_tenant):
+    return make_tenant(config=dict(NO_HOLDOUT))
 
 
 def _playbook(client, tenant, name="welcome", **body):

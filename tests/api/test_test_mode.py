@@ -15,7 +15,7 @@ from cs_daemon.decisions.models import DecisionRequest
 from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
 from cs_daemon.interventions.models import Intervention
-from tests.conftest import auth
+from tests.conftest import NO_HOLDOUT, auth
 
 REFUSAL = "a test key cannot change live data"
 
@@ -24,7 +24,7 @@ REFUSAL = "a test key cannot change live data"
 def world(client, make_tenant, receiver):
     """A growth tenant with a live user, a live playbook, a live endpoint, and keys of both
     modes (an admin test key: the boundary is the mode, not the role)."""
-    tenant = make_tenant("Bound", plan_tier="growth")
+    tenant = make_tenant("Bound", plan_tier="growth", config=dict(NO_HOLDOUT))
     h = auth(tenant.key)
     client.post("/api/track", headers=h, json={"events": [
         {"user_id": "u1", "event": "$identify", "properties": {"email": "u1@x.io", "name": "Ada"}}]})

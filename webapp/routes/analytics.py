@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from cs_daemon.analytics import service
+from cs_daemon.playbooks.schemas import Uplift
 from cs_daemon.schemas import Wire
 
 from ..api import Api, Call
@@ -24,11 +25,17 @@ class Kpis(Wire):
     retention_rate: float
 
 
+class PlaybookUplift(Uplift):
+    playbook_id: str
+    name: str
+
+
 class Roi(Wire):
     recovered_users: int
     intervention_success_rate: float
     avg_time_to_outcome_days: float | None
     outcomes_by_lifecycle_area: list[dict[str, Any]]
+    uplift: list[PlaybookUplift] = []     # extension (docs/decisions.md, "Holdout and uplift")
 
 
 class AnalyticsReport(Wire):

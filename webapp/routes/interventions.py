@@ -5,7 +5,8 @@ from __future__ import annotations
 from cs_daemon.interventions import service
 from cs_daemon.interventions.schemas import (
     DelegateBody, EscalationCreate, EscalationList, EscalationPublic, FlagBody, Flagged, HandleBody, IdStatus,
-    InterventionCreate, InterventionCreated, InterventionList, InterventionPublic, ListQuery, MessageEdit,
+    InterventionCreate, InterventionCreated, InterventionList, InterventionPublic, InterventionQuery, ListQuery,
+    MessageEdit,
     MessageEdited, RejectBody, RollbackBody,
 )
 
@@ -14,10 +15,10 @@ from ..api import Api, Call
 api = Api("Interventions")
 
 
-@api.route("GET", "/api/interventions", access="read", query=ListQuery, response=InterventionList,
-           summary="Interventions, newest planned first (limit 1..200, default 50)")
+@api.route("GET", "/api/interventions", access="read", query=InterventionQuery, response=InterventionList,
+           summary="Interventions, newest planned first (limit 1..200, default 50; status filters)")
 def get_interventions(call: Call):
-    rows = service.list_recent(call.session, limit=call.query.limit)
+    rows = service.list_recent(call.session, limit=call.query.limit, status=call.query.status)
     return InterventionList(interventions=[InterventionPublic.model_validate(iv) for iv in rows])
 
 

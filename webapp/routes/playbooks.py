@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from cs_daemon.analytics import uplift
 from cs_daemon.playbooks import service
 from cs_daemon.playbooks.schemas import (
     Archived, PlaybookCreate, PlaybookList, PlaybookPublic, PlaybookWrite, PreviewCount,
-    PreviewRequest, StatusChange, StatusChanged,
+    PreviewRequest, StatusChange, StatusChanged, Uplift,
 )
 
 from ..api import Api, Call
@@ -13,9 +14,12 @@ from ..api import Api, Call
 api = Api("Playbooks")
 
 
-def _public(playbook, rates: dict | None = None) -> PlaybookPublic:
+def _public(playbook, rates: dict | None = None, uplifts: dict | None = None) -> PlaybookPublic:
     public = PlaybookPublic.model_validate(playbook)
     public.success_rate = (rates or {}).get(playbook.id)
+    shown = Uplift.model_validate((uplifts or {}).get(playbook.id) or uplift.empty())
+    for name in Uplift.model_fields:
+        setattr(public, name, getattr(shown, name))
     return public
 
 
@@ -24,10 +28,10 @@ def _fields(body: PlaybookWrite) -> dict:
 
 
 @api.route("GET", "/api/playbooks", access="read", response=PlaybookList,
-           summary="Every playbook of the tenant, with its observed success rate")
+           summary="Every playbook of the tenant, with its observed success rate and uplift")
 def get_playbooks(call: Call):
-    rates = service.success_rates(call.session)
-    return PlaybookList(playbooks=[_public(p, rates) for p in service.list_all(call.session)])
+    rates, uplifts = service.success_rates(call.session), uplift.by_playbook(call.session)
+    return PlaybookList(playbooks=[_public(p, rates, uplifts) for p in service.list_all(call.session)])
 
 
 @api.route("POST", "/api/playbooks", access="write", body=PlaybookCreate, response=PlaybookPublic,
@@ -42,7 +46,7 @@ def post_playbook(call: Call):
            response=PlaybookPublic, errors=(404,), summary="Change a playbook's fields")
 def put_playbook(call: Call, playbook_id: str):
     playbook = service.update(call.session, playbook_id, _fields(call.body), now=call.now)
-    return _public(playbook, service.success_rates(call.session))
+    return _public(playbook, service.success_rates(call.session), uplift.by_playbook(call.session))
 
 
 @api.route("DELETE", "/api/playbooks/{playbook_id}", access="write", response=Archived,
