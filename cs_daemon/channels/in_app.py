@@ -1,4 +1,4 @@
-"""The in_app channel (decisions §11): approved in-app interventions become messages on
+"""The in_app channel (docs/channels.md, "In-app"): approved in-app interventions become messages on
 the user's server-sent-events stream.
 
 The `inapp:<user_id>` delivery of an approved intervention writes the message row (once

@@ -66,7 +66,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:
-    """decisions §7: shadow mode records only; suggest_only waits for a person; semi_auto
+    """docs/decisions.md, "What is recorded": shadow mode records only; suggest_only waits for a person; semi_auto
     approves confident picks; full_auto approves. A playbook that requires approval, or a
     message that failed a quality check, always waits for a person."""
     if tenant.shadow_mode:

@@ -1,7 +1,7 @@
-"""Pre-built platform connectors (decisions §10): three templates whose action types are
+"""Pre-built platform connectors (docs/external-actions.md, "Platforms"): three templates whose action types are
 registered when a tenant connects, with the credentials it gives (kept encrypted, and read
 only when a dispatch is sent: external/credentials.py); partner integrations shared with
-the tenant (decisions §14) are listed and connect the same way."""
+the tenant (docs/partners.md) are listed and connect the same way."""
 
 from __future__ import annotations
 

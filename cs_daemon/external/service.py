@@ -1,4 +1,4 @@
-"""External actions (decisions §10): action types, dispatch through the one signed
+"""External actions (docs/external-actions.md): action types, dispatch through the one signed
 delivery mechanism, the action log, outcomes, expiry, and custom events."""
 
 from __future__ import annotations

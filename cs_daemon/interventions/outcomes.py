@@ -1,4 +1,4 @@
-"""Responses and outcomes of delivered interventions (decisions §8).
+"""Responses and outcomes of delivered interventions (docs/interventions.md, "Responses and outcomes").
 
 Delivery opens an intervention's attribution window: `attribution_days` of its playbook's
 exit conditions (default 7) from `delivered_at`. While the window is open:

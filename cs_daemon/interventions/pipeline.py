@@ -201,7 +201,7 @@ def _crm_url(session: Session, tenant_id: str) -> str | None:
 
 
 def _crm_secret(session: Session, tenant_id: str) -> str:
-    """Read at send time, decrypted from where it is kept (docs/channels.md, "crm")."""
+    """Read at send time, decrypted from where it is kept (docs/tenant-config.md, "The CRM channel")."""
     secret = tenants.crm_secret(session.get(Tenant, tenant_id), session.info["settings"].secret_key)
     if not secret:
         raise LookupError("config.crm_webhook_secret is not set")

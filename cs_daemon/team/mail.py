@@ -1,4 +1,4 @@
-"""The invitation email (decisions §12): when SMTP_URL is set, an invite also writes a
+"""The invitation email (docs/channels.md, "Team invitations"): when SMTP_URL is set, an invite also writes a
 `mailto:` delivery in the invite's own transaction (a row before a message), which the
 email channel sends off the request path, on the delivery schedule, with its attempts
 logged like every delivery.
