@@ -236,6 +236,3 @@ def _opted_out(rt, tenant_id: str, user_id: str | None) -> bool:
 
 def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 1)
-
-
-delivery.TRANSPORTS["mailto"] = transport

@@ -165,7 +165,3 @@ def mark_delivered(session: Session, written: dict[int, str], now: datetime) -> 
                             .returning(InAppMessage.intervention_id)).all()
     for intervention_id in first:
         pipeline.mark_delivered(session, intervention_id, now)
-
-
-delivery.TRANSPORTS[SCHEME] = transport
-pipeline.WITHDRAW_HOOKS.append(withdraw)

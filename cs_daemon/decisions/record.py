@@ -12,6 +12,9 @@ from sqlalchemy.orm import Session
 from ..customers.models import Customer
 from ..engine import messages
 from ..engine.decisions import Decision, PlaybookSpec, decide
+from ..errors import ServiceError
+from ..external import service as external
+from ..interventions import pipeline
 from ..interventions.models import Intervention
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
@@ -88,9 +91,6 @@ def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Pr
               test: bool) -> str | None:
     """An external action picked by the engine is dispatched unless the tenant is in shadow
     mode; a missing or invalid action type leaves only the recommendation (logged)."""
-    from ..errors import ServiceError
-    from ..external import service as external
-
     if tenant.shadow_mode:
         return None
     try:
@@ -135,8 +135,6 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
         session.add(intervention)
         session.flush()
         if status == "approved":
-            from ..interventions import pipeline
-
             pipeline.start(session, intervention, now=now)
     action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
     events = [("decision.recommended", {

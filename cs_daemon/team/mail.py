@@ -103,6 +103,3 @@ def _html(who: str, team: str, role: str, link: str, expires: str) -> str:
 
 def _article(role: str) -> str:
     return "an" if role[:1] in "aeiou" else "a"
-
-
-email.COMPOSERS[KIND] = compose
