@@ -320,9 +320,9 @@ class Bench:
                            "cs_secret_key": self.secret, "cs_data_dir": self.tmp / "data", **values})
 
     def runtime(self, dbname: str, clock=None, **values):
-        from cs_daemon.runtime import Runtime
+        from cs_daemon.wiring import bootstrap
 
-        return Runtime(self.settings(dbname, **values), clock)
+        return bootstrap(self.settings(dbname, **values), clock)
 
     def tenant(self, dbname: str, plan: str = "scale", *, name: str = "Bench", now=None, keys: int = 1,
                role: str = "admin", permissions: Sequence[str] = ("full",), unlimited: bool = False,

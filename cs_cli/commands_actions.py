@@ -1,4 +1,4 @@
-"""`cs actions`: the on-call view of external actions (decisions §10): a tenant's dispatch
+"""`cs actions`: the on-call view of external actions (docs/external-actions.md): a tenant's dispatch
 log, and one action with the attempts of its signed dispatch and its outcome. The same
 service functions as `GET /api/external/actions`."""
 

@@ -11,7 +11,7 @@ from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 
 from .context import require_current_schema, runtime
-from .output import out
+from .output import Failure, out
 
 log = logging.getLogger("cs.serve")
 
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         rt = runtime()
         require_current_schema(rt)
         if rt.settings.production:
+            # start-up cost: the supervisor is loaded only by a command that runs it
             from .supervisor import supervise
 
             raise typer.Exit(supervise(rt.settings, host, port))
@@ -41,18 +42,16 @@ def register(app: typer.Typer) -> None:
         """Run Dramatiq worker processes for this deployment (production mode)."""
         rt = runtime(migrate_embedded=False)
         if not rt.settings.production:
-            from .output import Failure
-
             raise Failure("cs worker needs REDIS_URL (in the embedded mode `cs serve` runs the worker itself)", "usage", 2)
         require_current_schema(rt)
-        from .supervisor import run_workers
+        from .supervisor import run_workers   # start-up cost: loaded only by the command that runs it
 
         raise typer.Exit(run_workers(rt.settings, processes, threads))
 
 
 def serve_embedded(rt: Runtime, host: str, port: int, demo: bool) -> None:
+    # start-up cost: the web app (Flask and every route) is loaded only by the command that serves
     from werkzeug.serving import make_server
-
     from webapp import create_app
 
     demo_key = _demo_tenant(rt) if demo else None

@@ -1,4 +1,4 @@
-"""`cs webhooks`: the on-call view of outbound deliveries (decisions §9): the delivery
+"""`cs webhooks`: the on-call view of outbound deliveries (docs/webhooks.md, "The delivery log and replay"): the delivery
 log of a tenant, one delivery with every attempt, and replay of one delivery or of every
 failed one in a window. A replay is what `POST /api/webhooks/deliveries/{id}/replay`
 does: reopen (committed), then one attempt now, same id, body and event id."""

@@ -7,6 +7,7 @@ import click
 from cs_daemon import migrate
 from cs_daemon.config import Settings, load_settings
 from cs_daemon.runtime import Runtime
+from cs_daemon.wiring import bootstrap
 
 from cs_daemon.logs import setup_logging
 from .output import Failure
@@ -19,7 +20,7 @@ def runtime(*, migrate_embedded: bool = True) -> Runtime:
     setup_logging(settings.cs_log_level)
     if settings.is_sqlite and migrate_embedded:
         migrate.upgrade(settings)
-    return Runtime(settings)
+    return bootstrap(settings)
 
 
 def _loaded() -> Settings | None:

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 from weakref import WeakKeyDictionary
 
 import pydantic_core
-from sqlalchemy import JSON, DateTime, String, bindparam, event, text
+from sqlalchemy import JSON, Column, DateTime, String, bindparam, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
@@ -66,14 +66,10 @@ def id_field(**kw):
 
 
 def time_field(nullable: bool = True, **kw):
-    from sqlalchemy import Column
-
     return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, **kw))
 
 
 def json_field(default=None, nullable: bool = True):
-    from sqlalchemy import Column
-
     factory = (lambda: type(default)()) if default is not None else (lambda: None)
     return Field(default_factory=factory, sa_column=Column(JSON, nullable=nullable))
 

@@ -1,4 +1,4 @@
-"""Business-rule failures. Each carries the HTTP status and the stable `code` of decisions §2;
+"""Business-rule failures. Each carries the HTTP status and the stable `code` of docs/api.md, "Errors";
 the web layer renders them, the CLI prints their message."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GET /api/health: database, cache, llm and jobs (decisions §16), and the sweeps'
+"""GET /api/health: database, cache, llm and jobs, and the sweeps'
 per-tenant failures (docs/api.md, "Health")."""
 
 from __future__ import annotations

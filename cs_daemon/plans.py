@@ -1,4 +1,4 @@
-"""Plan tiers and their limits (decisions §2, §3). `None` means unlimited."""
+"""Plan tiers and their limits (docs/api.md, "Plans"). `None` means unlimited."""
 
 from __future__ import annotations
 

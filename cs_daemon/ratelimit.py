@@ -1,5 +1,5 @@
 """Per-key request limits: a fixed one-minute window counted in the cache store, so every
-API process sharing the cache shares the count (decisions §2). The count is taken by
+API process sharing the cache shares the count (docs/api.md, "Rate limits"). The count is taken by
 auth/admission.py, in the round trip that also checks the key memo."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """What one process needs to serve: settings, clock, cache and the unit-of-work factory.
-The web app and the CLI each build one and pass it down."""
+The composition root (cs_daemon/wiring.py) builds it for the web app, the CLI, the
+workers and the tests, which pass it down."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class Runtime:
     def writer(self):
         """The AI message writer of this process (template-only without a model)."""
         if getattr(self, "_writer", None) is None:
+            # start-up cost: the openai client is imported only by a process that writes messages
             from .integrations.llm import MessageWriter
 
             self._writer = MessageWriter.from_settings(self.settings)
@@ -51,10 +53,12 @@ class Runtime:
 
     def install_broker(self) -> dramatiq.Broker:
         """Choose the broker for these settings; jobs of this process use this runtime."""
+        if not registry.ACTORS:
+            raise RuntimeError("no job is wired: build the runtime with cs_daemon.wiring.bootstrap")
         context.set_runtime(self)
-        registry.load_actors()
         return jobs_broker.install(
-            self.settings, [WorkerHeartbeat(self.cache), Scheduler(self.cache, registry.periodic)]
+            self.settings, [WorkerHeartbeat(self.cache), Scheduler(self.cache, registry.periodic)],
+            actors=registry.ACTORS,
         )
 
     def start_worker(self) -> dramatiq.Worker:

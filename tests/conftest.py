@@ -26,6 +26,7 @@ from cs_daemon.config import Settings
 from cs_daemon.db import dispose_engines, get_engine
 from cs_daemon.models import metadata
 from cs_daemon.runtime import Runtime
+from cs_daemon.wiring import bootstrap, wire
 from cs_daemon.tenants import service as tenants
 
 PG = os.environ.get("CS_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -35,6 +36,13 @@ BACKENDS = ["embedded", "postgres"]
 
 def _pg_conninfo(dbname: str = "postgres") -> str:
     return PG.replace("postgresql+psycopg://", "postgresql://") + f"/{dbname}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def wired():
+    """Every part of the service registered through the composition root, as
+    `bootstrap` does, also for tests that build a Runtime of their own settings."""
+    wire()
 
 
 @pytest.fixture(scope="session")
@@ -112,7 +120,7 @@ def clock():
 
 @pytest.fixture
 def rt(settings, clock):
-    return Runtime(settings, clock)
+    return bootstrap(settings, clock)
 
 
 @pytest.fixture

@@ -13,9 +13,11 @@ from cs_daemon.clock import Clock
 from cs_daemon.config import Settings, load_settings
 from cs_daemon.errors import Conflict, ServiceError
 from cs_daemon.runtime import Runtime
+from cs_daemon.wiring import bootstrap, wire
 
 from . import browser, console
-from .api import Api, error_response
+from .api import error_response
+from .endpoints import all_apis
 
 log = logging.getLogger("webapp")
 MAX_BODY = 1024 * 1024
@@ -24,27 +26,16 @@ _HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 
                405: "method_not_allowed", 413: "payload_too_large", 429: "rate_limited"}
 
 
-def all_apis() -> list[Api]:
-    from .routes import (analytics, connectors, customers, decisions, external, interventions, playbooks, settings,
-                         system, team, webhooks)
-    from .routes import unsubscribe
-    from .routes import in_app
-    from .routes import billing
-    from .routes import partner
-
-    return [system.api, settings.api, customers.api, connectors.api, webhooks.api, playbooks.api,
-            decisions.api, interventions.api, external.api, team.api, analytics.api, unsubscribe.api, in_app.api, billing.api,
-            partner.api]
-
-
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
                runtime: Runtime | None = None) -> Flask:
-    rt = runtime or Runtime(settings or load_settings(), clock)
+    wire()
+    rt = runtime or bootstrap(settings or load_settings(), clock)
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.json.sort_keys = False
     app.extensions["cs"] = rt
-    for api in all_apis():
+    app.extensions["cs_apis"] = apis = all_apis()
+    for api in apis:
         app.register_blueprint(api.blueprint())
     _install_error_handlers(app)
     browser.install(app)

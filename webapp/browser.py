@@ -1,4 +1,4 @@
-"""What a web page on a tenant's own site needs to reach us (decisions §15, the JS SDK):
+"""What a web page on a tenant's own site needs to reach us (the JS SDK):
 CORS on the endpoints a browser calls, and the key in the URL for
 `navigator.sendBeacon`, which cannot set an Authorization header. docs/sdk.md."""
 

@@ -10,6 +10,7 @@ import threading
 def on_starting(server) -> None:
     """Check every setting in the master before it opens its port: a bad one is one line
     and exit code 2 (docs/configuration.md)."""
+    # start-up cost: gunicorn's master loads this module; it imports what each hook needs
     from cs_daemon.config import load_settings_or_exit
 
     load_settings_or_exit()
@@ -19,6 +20,7 @@ def post_worker_init(worker) -> None:
     """On SIGTERM, end the process's open in-app streams at once, so that a graceful stop
     (a restart, a deploy) does not wait out the whole graceful timeout for them; their
     clients reconnect, with Last-Event-ID, to a process that is still serving."""
+    # start-up cost: only the API worker processes hold streams, not gunicorn's master
     from cs_daemon.channels import in_app_stream
 
     graceful = worker.handle_exit

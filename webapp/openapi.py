@@ -13,7 +13,7 @@ from cs_daemon.auth import testmode
 from cs_daemon.auth.access import ACCESS
 from cs_daemon.schemas import ErrorBody
 
-from .api import Endpoint
+from .api import Api, Endpoint
 
 REF = "#/components/schemas/{model}"
 _ERROR_TEXT = {
@@ -28,10 +28,9 @@ _ERROR_TEXT = {
 }
 
 
-def document() -> dict[str, Any]:
-    from . import all_apis
-
-    endpoints = [ep for api in all_apis() for ep in api.endpoints]
+def document(apis: list[Api]) -> dict[str, Any]:
+    """The document of these APIs (the app's: `app.extensions["cs_apis"]`)."""
+    endpoints = [ep for api in apis for ep in api.endpoints]
     refs, schemas = _schemas(endpoints)
     paths: dict[str, dict] = {}
     for ep in endpoints:

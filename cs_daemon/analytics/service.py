@@ -1,4 +1,4 @@
-"""GET /api/analytics: figures for 7, 30 or 90 days (decisions §12), test data excluded.
+"""GET /api/analytics: figures for 7, 30 or 90 days (docs/api.md, "Analytics"), test data excluded.
 
 Every figure comes from the customers table, which is itself the per-user rollup of the
 events (ingest keeps each user's stage, risk and last activity current as events arrive,

@@ -1,7 +1,7 @@
 """Who may call what: the one declarative table every endpoint goes through.
 
 Each endpoint names an access class; the class says which roles and which key
-permissions may use it (decisions §1 and the spec's Authentication table). A key with
+permissions may use it (docs/api.md, "Authentication and access"). A key with
 permission `full` satisfies every class except `partner`.
 """
 

@@ -1,5 +1,5 @@
 """The Stripe webhook: verified events that keep a tenant's plan in step with its
-subscription (decisions §3, §12; docs/billing.md lists each event and its effect).
+subscription (docs/billing.md lists each event and its effect).
 
 Each event is applied once: its Stripe id is recorded in `stripe_events` in the same
 transaction as its effect, so a redelivery (Stripe retries until it gets a 2xx) changes

@@ -1,4 +1,4 @@
-"""The email channel: the `mailto:` transport of the delivery mechanism (decisions §8, §13).
+"""The email channel: the `mailto:` transport of the delivery mechanism (docs/channels.md, "Email").
 
 One message per delivery, sent with smtplib to SMTP_URL (`smtp://[user:pass@]host:port`,
 `?starttls=1` to upgrade with STARTTLS, `smtps://` for implicit TLS), From MAIL_FROM, To
@@ -236,6 +236,3 @@ def _opted_out(rt, tenant_id: str, user_id: str | None) -> bool:
 
 def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 1)
-
-
-delivery.TRANSPORTS["mailto"] = transport

@@ -1,4 +1,4 @@
-"""The in_app channel (decisions §11): approved in-app interventions become messages on
+"""The in_app channel (docs/channels.md, "In-app"): approved in-app interventions become messages on
 the user's server-sent-events stream.
 
 The `inapp:<user_id>` delivery of an approved intervention writes the message row (once
@@ -165,7 +165,3 @@ def mark_delivered(session: Session, written: dict[int, str], now: datetime) -> 
                             .returning(InAppMessage.intervention_id)).all()
     for intervention_id in first:
         pipeline.mark_delivered(session, intervention_id, now)
-
-
-delivery.TRANSPORTS[SCHEME] = transport
-pipeline.WITHDRAW_HOOKS.append(withdraw)

@@ -1,4 +1,4 @@
-"""What a user did with an in-app message, as the SDK reports it (decisions §8):
+"""What a user did with an in-app message, as the SDK reports it (docs/channels.md, "Clicks and dismissals"):
 `clicked` is the user's response (user.responded); `dismissed` is "not these again", so
 the user is opted out of in-app messages for good (user.opted_out, channel in_app).
 

@@ -9,7 +9,7 @@ from ..db import TenantOwned, json_field, new_id, time_field
 
 
 class InAppMessage(TenantOwned, table=True):
-    """One in-app message queued for a user's stream (decisions §11). `seq` grows with
+    """One in-app message queued for a user's stream (docs/channels.md, "The stream"). `seq` grows with
     every message written, so it is the stream's event id: a client that sends it back as
     Last-Event-ID gets only what came after. `body` is the message as the client sees it:
     {interventionId, type, body, playbookName, timestamp}."""

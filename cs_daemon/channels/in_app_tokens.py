@@ -1,4 +1,4 @@
-"""Stream tokens: the credential of `GET /api/in-app/stream` (decisions §11).
+"""Stream tokens: the credential of `GET /api/in-app/stream` (docs/channels.md, "Tokens").
 
 A tenant's backend mints one for a user with its API key and hands it to its front end,
 which never holds a key. The token is `<payload>.<signature>`, both base64url without

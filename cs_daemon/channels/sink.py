@@ -3,7 +3,6 @@ sink instead of a real channel, and still move through every status."""
 
 from __future__ import annotations
 
-from ..delivery import service as delivery
 from ..integrations.http import Outcome
 
 SINK_URL = "sink:test-mode"
@@ -12,6 +11,3 @@ SINK_URL = "sink:test-mode"
 def transport(claimed, secret, rt, now) -> Outcome:
     return Outcome(200, f"recorded by the test-mode sink instead of {claimed.headers.get('X-Service-Channel', 'the channel')}",
                    None, 0.0)
-
-
-delivery.TRANSPORTS["sink"] = transport

@@ -1,4 +1,4 @@
-"""Connectors: drop-in ingestion for the platforms' own SDKs (decisions §4). One module
+"""Connectors: drop-in ingestion for the platforms' own SDKs (docs/connectors.md). One module
 per platform normalises its payloads to `Incoming` events of the one ingest path."""
 
 from __future__ import annotations

@@ -56,6 +56,3 @@ def compose(rt, claimed, body: dict, to: str, token: str) -> EmailMessage:
                         f"<p>The link works once, until {e(until)}. If you did not ask for it, ignore this email.</p>\n"
                         "</body></html>\n", subtype="html")
     return msg
-
-
-email.COMPOSERS[KIND] = compose

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from .. import domain_events
 from ..engine import scoring
 from ..interventions import outcomes
 from ..outbox import service as outbox
@@ -31,7 +32,6 @@ from ..tenants.models import Tenant
 from . import bulk, snapshots
 from .models import Customer
 from .state import apply_traits, rescore
-from ..decisions.requests import owe as owe_decisions
 
 
 @dataclass
@@ -74,7 +74,7 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
         result.user_ids = list(touched)
         result.users_upserted = len(touched)
         if followers.playbooks:
-            owe_decisions(session, tenant_id, touched, now=now, test=test)
+            domain_events.publish(session, domain_events.EventsIngested(tenant_id, touched, now, test))
     return result
 
 

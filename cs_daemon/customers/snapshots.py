@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from sqlmodel import Field
 
 from ..db import TenantOwned
+from .bulk import _cursor, _json
 
 RETENTION_DAYS = 90     # the longest chart the console draws
 SCORES = ("health", "activation_score", "engagement_score", "expansion_score")
@@ -61,8 +62,6 @@ def write(session: Session, tenant_id: str, rows: list[dict], *, now: datetime) 
         return
     day = now.date()
     if session.get_bind().dialect.name == "postgresql":
-        from .bulk import _cursor, _json
-
         with _cursor(session) as cur:
             cur.execute(PG_UPSERT, {"tenant": tenant_id, "day": day, "rows": _json(rows)})
         return

@@ -1,5 +1,5 @@
 """POST /api/decisions/recommend: which of the caller's available actions to take for a
-user, learned from the outcomes observed so far (decisions §7, §10).
+user, learned from the outcomes observed so far (docs/decisions.md, "Recommend").
 
 Each action's chance of success is estimated from its reported outcomes with a uniform
 prior, blending outcomes among users in the same lifecycle stage (full weight) with all

@@ -12,6 +12,9 @@ from sqlalchemy.orm import Session
 from ..customers.models import Customer
 from ..engine import messages
 from ..engine.decisions import Decision, PlaybookSpec, decide
+from ..errors import ServiceError
+from ..external import service as external
+from ..interventions import pipeline
 from ..interventions.models import Intervention
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
@@ -69,7 +72,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:
-    """decisions §7: shadow mode records only; suggest_only waits for a person; semi_auto
+    """docs/decisions.md, "What is recorded": shadow mode records only; suggest_only waits for a person; semi_auto
     approves confident picks; full_auto approves. A playbook that requires approval, or a
     message that failed a quality check, always waits for a person."""
     if tenant.shadow_mode:
@@ -91,9 +94,6 @@ def _dispatch(session: Session, tenant: Tenant, customer: Customer, proposal: Pr
               test: bool) -> str | None:
     """An external action picked by the engine is dispatched unless the tenant is in shadow
     mode; a missing or invalid action type leaves only the recommendation (logged)."""
-    from ..errors import ServiceError
-    from ..external import service as external
-
     if tenant.shadow_mode:
         return None
     try:
@@ -153,8 +153,6 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
         if status == "held_out":
             return _hold_out(session, intervention, now)
         if status == "approved":
-            from ..interventions import pipeline
-
             pipeline.start(session, intervention, now=now)
     action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
     events = [("decision.recommended", {

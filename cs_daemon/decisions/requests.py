@@ -20,10 +20,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import exists, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from .. import domain_events
 from ..customers.models import Customer
 from ..db import new_id, on_commit, room_for_segments
 from ..engine import conditions
+from ..engine.decisions import repeat_limit
+from ..jobs.sweeps import SkippedStoredData
+from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
+from ..tenants import service as tenants
+from . import context
+from . import record as recording
 from .models import DecisionRequest
 
 log = logging.getLogger(__name__)
@@ -48,9 +55,20 @@ def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], boo
     return ids
 
 
-def send_later(ids: list[str]) -> None:
-    from .actors import decide_owed
+def owe_after_ingest(session: Session, event: domain_events.EventsIngested) -> None:
+    """The handler of EventsIngested (registered by cs_daemon/wiring.py)."""
+    owe(session, event.tenant_id, event.touched, now=event.now, test=event.test)
 
+
+# the job that decides owed requests (decisions/actors.py, which imports this module),
+# given by the composition root (cs_daemon/wiring.py)
+JOB: dict[str, object] = {}
+
+
+def send_later(ids: list[str]) -> None:
+    if "decide" not in JOB:
+        raise RuntimeError("the decision job is not wired: build the runtime with cs_daemon.wiring.bootstrap")
+    decide_owed = JOB["decide"]
     for start in range(0, len(ids), 100):
         decide_owed.send(ids[start:start + 100])
 
@@ -99,8 +117,6 @@ def failed(rt, request_id: str, attempts: int, error: str) -> None:
 def sweep_candidates(session: Session, now: datetime) -> list[str]:
     """Users of this tenant that an untriggered active playbook's entry conditions match
     (playbooks that no longer validate are left out: playbooks.service.usable)."""
-    from ..playbooks import service as playbooks
-
     trees = [p.entry_conditions for p in playbooks.active(session) if not conditions.trigger_of(p.entry_conditions)]
     if not trees:
         return []
@@ -115,9 +131,6 @@ def sweep_tenant(rt, tenant_id: str, now: datetime) -> int:
     """The decision sweep of one tenant: decide for the users its untriggered playbooks
     match; how many interventions were made. Each decision is its own transaction; the
     playbooks left out (no longer valid) are reported after the others' work is done."""
-    from ..jobs.sweeps import SkippedStoredData
-    from ..playbooks import service as playbooks
-
     with rt.session(tenant_id, commit=False) as session:
         users = sweep_candidates(session, now)
         skipped = playbooks.skipped(playbooks.active_stored(session))
@@ -154,20 +167,17 @@ def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bo
                request_id: str | None = None, test: bool = False):
     """Propose in a read-only unit of work (the writer may take seconds), then record.
     `test`: the decision follows events tracked with a test key (the sweep's are not)."""
-    from ..tenants import service as tenants
-    from .record import propose, record
-
     now = rt.now()
     with rt.session(tenant_id, commit=False) as session:
         tenant = tenants.get(session, tenant_id, now=now)
         customer = session.get(Customer, (tenant_id, user_id))
-        proposal = customer and propose(session, tenant, customer, now=now, writer=rt.writer,
+        proposal = customer and recording.propose(session, tenant, customer, now=now, writer=rt.writer,
                                         events=events, state_changed=state_changed, test_events=test)
     with rt.session(tenant_id) as session:
         made = None
         if proposal and _still_allowed(session, tenant_id, user_id, proposal, rt.now()):
             tenant = tenants.get(session, tenant_id, now=now)
-            made = record(session, tenant, session.get(Customer, (tenant_id, user_id)), proposal, now=rt.now(),
+            made = recording.record(session, tenant, session.get(Customer, (tenant_id, user_id)), proposal, now=rt.now(),
                           test=test)
         if request_id:
             session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id).values(done_at=rt.now()))
@@ -178,9 +188,6 @@ def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now
     """The proposal was made without a lock, and another decision for the same user (a
     sweep and an event, two worker threads) may have been recorded since. Hold the user
     until commit and check the playbook's repeat limits against the history now."""
-    from ..engine.decisions import repeat_limit
-    from . import context
-
     hold_user(session, tenant_id, user_id)
     why = repeat_limit(proposal.spec, context.history(session, user_id, now, live_only=proposal.live_only,
                                                          held_out=proposal.held_out), now)

@@ -106,18 +106,26 @@ def create(session: Session, tenant_id: str, *, kind: str, url: str, body: dict,
 
 BATCH = 10      # deliveries a job message carries: fewer broker round trips, still spread over threads
 
+# the job that sends deliveries (delivery/actors.py, which imports this module), given by
+# the composition root (cs_daemon/wiring.py)
+JOB: dict[str, object] = {}
+
+
+def _send_deliveries():
+    if "send" not in JOB:
+        raise RuntimeError("the delivery job is not wired: build the runtime with cs_daemon.wiring.bootstrap")
+    return JOB["send"]
+
 
 def send_soon(delivery_ids: list[str]) -> None:
     """Enqueue the deliveries made in one transaction, a job message for every BATCH."""
-    from .actors import send_deliveries
-
+    send_deliveries = _send_deliveries()
     for start in range(0, len(delivery_ids), BATCH):
         send_deliveries.send(delivery_ids[start:start + BATCH])
 
 
 def send_later(delivery_id: str, delay: timedelta | None = None) -> None:
-    from .actors import send_deliveries
-
+    send_deliveries = _send_deliveries()
     options = {"delay": int(delay.total_seconds() * 1000)} if delay else {}
     send_deliveries.send_with_options(args=([delivery_id],), **options)
 

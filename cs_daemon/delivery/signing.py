@@ -1,4 +1,4 @@
-"""Headers of a signed delivery (spec "Events", decisions §9)."""
+"""Headers of a signed delivery (docs/webhooks.md, "What a delivery looks like")."""
 
 from __future__ import annotations
 
@@ -34,6 +34,6 @@ def headers(*, secret: str, body: bytes, delivery_id: str, event_id: str | None,
         "webhook-timestamp": str(ts),
         "webhook-signature": standard_signature(secret, delivery_id, ts, body),
     }
-    out["X-Service-Event-Id"] = event_id or delivery_id   # every delivery carries one (decisions §9)
+    out["X-Service-Event-Id"] = event_id or delivery_id   # every delivery carries one
     out.update(extra or {})
     return out

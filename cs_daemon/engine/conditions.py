@@ -1,4 +1,4 @@
-"""The condition language of playbooks (decisions §5): one tree, one validator, two back
+"""The condition language of playbooks (docs/conditions.md): one tree, one validator, two back
 ends that must agree on every case.
 
 - in memory, on one user (per-event decisions): `compile_tree(tree)` turns the tree into

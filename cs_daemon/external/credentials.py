@@ -16,7 +16,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .. import crypto
-from ..delivery import service as delivery
 from .models import PlatformConnection
 
 PLACEHOLDER = re.compile(r"{([^{}]*)}")
@@ -53,6 +52,3 @@ def resolve(session: Session, ref: str, secret_key: str) -> tuple[str, tuple[str
         raise LookupError(f"platform {platform_id} is not connected")
     credentials = json.loads(crypto.decrypt(secret_key, conn.credentials_enc))
     return fill(template, credentials), tuple(v for v in credentials.values() if isinstance(v, str) and v)
-
-
-delivery.URL_REFS[SCHEME] = resolve

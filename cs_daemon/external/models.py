@@ -9,7 +9,7 @@ from ..db import TenantOwned, id_field, json_field, time_field
 
 
 class ExternalAction(TenantOwned, table=True):
-    """An action dispatched to a partner system (decisions §10); its outcomes also teach
+    """An action dispatched to a partner system (docs/external-actions.md); its outcomes also teach
     the recommender which actions work."""
 
     __tablename__ = "external_actions"

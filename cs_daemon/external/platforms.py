@@ -1,30 +1,21 @@
-"""Pre-built platform connectors (decisions §10): three templates whose action types are
+"""Pre-built platform connectors (docs/external-actions.md, "Platforms"): three templates whose action types are
 registered when a tenant connects, with the credentials it gives (kept encrypted, and read
 only when a dispatch is sent: external/credentials.py); partner integrations shared with
-the tenant (decisions §14) are listed and connect the same way."""
+the tenant (docs/partners.md) are listed and connect the same way."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..errors import NotFound, ValidationFailed
+from ..partners import integrations
 from . import credentials as credentials_
 from . import service
 from .models import ActionType, PlatformConnection
-
-
-@dataclass(frozen=True)
-class Template:
-    id: str
-    name: str
-    description: str
-    domain: str
-    credential_fields: tuple[str, ...]
-    action_types: tuple[dict, ...]      # create fields; delivery_webhook may use {base_url} (filled at dispatch)
+from .templates import Template
 
 
 def _obj(props: dict, required: list[str]) -> dict:
@@ -69,15 +60,11 @@ def describe(session: Session, template: Template) -> dict:
 
 
 def list_platforms(session: Session) -> list[dict]:
-    from ..partners import integrations   # late: partner integrations build on these templates
-
     return [describe(session, t) for t in (*TEMPLATES.values(), *integrations.shared_templates(session))]
 
 
 def _template(session: Session, platform_id: str) -> Template:
     """A built-in template, or a partner integration shared with this tenant."""
-    from ..partners import integrations
-
     found = TEMPLATES.get(platform_id) or integrations.shared_template(session, platform_id)
     if found is None:
         raise NotFound("platform not found")

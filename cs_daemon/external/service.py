@@ -1,4 +1,4 @@
-"""External actions (decisions §10): action types, dispatch through the one signed
+"""External actions (docs/external-actions.md): action types, dispatch through the one signed
 delivery mechanism, the action log, outcomes, expiry, and custom events."""
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def _event(action: ExternalAction, kind: str, now: datetime, **extra) -> tuple[s
                   "status": action.status, "at": now.isoformat(), **extra}
 
 
-def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
+def on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
     action = locked(session, ExternalAction, made.subject_id)   # an outcome report may settle it now
     if action is None or action.status not in ("pending", "dispatched"):
         return
@@ -187,9 +187,6 @@ def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool)
         action.status, action.completed_at = "failed", now
         events.append(_event(action, "external_action.failed", now, error=outcome.error))
     outbox.record_many(session, action.tenant_id, events, now=now, test=action.test)
-
-
-delivery.listen(KIND, _on_attempt)
 
 
 def get_action(session: Session, action_id: str) -> ExternalAction:

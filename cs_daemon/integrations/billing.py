@@ -1,4 +1,4 @@
-"""The payment provider: Stripe, through the `stripe` library (decisions §12).
+"""The payment provider: Stripe, through the `stripe` library (docs/billing.md).
 
 `PaymentProvider(settings)` is a `stripe.StripeClient` with the key `STRIPE_SECRET_KEY`
 and, when `STRIPE_API_BASE` is set, that address as its API base (the client's own

@@ -1,5 +1,5 @@
 """The AI message writer: asks an OpenAI-compatible model to write an intervention's
-message and falls back to the deterministic template on any failure (decisions §7).
+message and falls back to the deterministic template on any failure (docs/ai.md).
 
 One chat-completions call per message, no retries, a short client time-out. The model
 must answer strict JSON `{"message": str, "reasoning": str}`; `response_format` asks for

@@ -7,6 +7,7 @@ import logging
 from ..jobs.broker import actor
 from ..jobs.context import runtime
 from ..jobs.sweeps import SkippedStoredData, for_each_tenant
+from ..playbooks import service as playbooks
 from . import outcomes
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,6 @@ def sweep_outcomes() -> None:
             recorded = outcomes.sweep(session, now=now)
             held = outcomes.held_back(session)
         if held:
-            from ..playbooks import service as playbooks
-
             raise SkippedStoredData(f"outcomes held back: {playbooks.describe_skipped(held)}")
         return recorded
 

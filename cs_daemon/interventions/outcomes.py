@@ -1,5 +1,5 @@
-"""Responses and outcomes of delivered interventions (decisions §8), and of held-out
-ones (docs/decisions.md, "Holdout and uplift").
+"""Responses and outcomes of delivered interventions (docs/interventions.md, "Responses and
+outcomes"), and of held-out ones (docs/decisions.md, "Holdout and uplift").
 
 Delivery opens an intervention's attribution window: `attribution_days` of its playbook's
 exit conditions (default 7) from `delivered_at` (for a held-out decision, from the moment
@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 from ..customers.models import Customer
 from ..engine import conditions
 from ..outbox import service as outbox
+from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
 from .models import Intervention
 
@@ -130,8 +131,6 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
 def held_back(session: Session) -> list[Playbook]:
     """Playbooks with open interventions whose exit conditions no longer validate (a
     tenant-scoped session): their outcomes wait until the playbook is fixed."""
-    from ..playbooks import service as playbooks
-
     with_open = select(Intervention.playbook_id).where(*_is_open(), Intervention.playbook_id.isnot(None))
     return [p for p in session.scalars(select(Playbook).where(Playbook.id.in_(with_open)))
             if not playbooks.exit_usable(p)]
@@ -162,8 +161,6 @@ def _exit_met(session: Session, ivs: list[Intervention], now: datetime) -> tuple
     """(playbook id, user id) pairs whose playbook's exit conditions hold now, and the
     ids of playbooks held back (exit conditions that no longer validate). A playbook
     without exit conditions names no success, so none of its interventions is positive."""
-    from ..playbooks import service as playbooks
-
     users_of: dict[str, set[str]] = defaultdict(set)
     for iv in ivs:
         if iv.playbook_id:

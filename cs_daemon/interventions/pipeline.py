@@ -26,8 +26,7 @@ from ..webhooks.models import WebhookEndpoint
 from ..db import locked
 from . import outcomes, states
 from .models import Intervention
-from ..channels import sink  # noqa: F401  (registers the test-mode transport)
-from ..channels import email  # registers the mailto: transport
+from ..channels import email
 
 KIND = "channel"
 
@@ -127,7 +126,7 @@ def withdraw(session: Session, iv: Intervention, *, was: str, now: datetime) -> 
                             event_type="intervention.rolled_back", subject_id=iv.id, now=now)
 
 
-WITHDRAW_HOOKS: list = []   # the in-app stream registers how to withdraw a message
+WITHDRAW_HOOKS: list = []   # how to withdraw an in-app message (the composition root adds it)
 
 
 def _delivered(session: Session, iv: Intervention, now: datetime) -> None:
@@ -160,12 +159,12 @@ def mark_delivered(session: Session, intervention_id: str, now: datetime) -> Non
         _delivered(session, iv, now)
 
 
-def _lock_subject(session: Session, intervention_id: str) -> None:
+def lock_subject(session: Session, intervention_id: str) -> None:
     """The intervention first, then its delivery: the order a pause or rollback takes them."""
     locked(session, Intervention, intervention_id)
 
 
-def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
+def on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
     """Move the intervention as its delivery moved; one paused, rolled back or settled
     meanwhile stays as it is (`states.move` finds it out of flight)."""
     iv = session.get(Intervention, made.subject_id)
@@ -187,7 +186,7 @@ def _on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool)
         _sent(session, iv, now)
 
 
-def _still_wanted(session: Session, intervention_id: str) -> str | None:
+def still_wanted(session: Session, intervention_id: str) -> str | None:
     """Checked right before each attempt leaves: work paused or rolled back since it was
     claimed is not sent."""
     iv = session.get(Intervention, intervention_id)
@@ -200,15 +199,9 @@ def _crm_url(session: Session, tenant_id: str) -> str | None:
     return tenants.config_of(session.get(Tenant, tenant_id)).crm_webhook_url
 
 
-def _crm_secret(session: Session, tenant_id: str) -> str:
-    """Read at send time, decrypted from where it is kept (docs/channels.md, "crm")."""
+def crm_secret(session: Session, tenant_id: str) -> str:
+    """Read at send time, decrypted from where it is kept (docs/tenant-config.md, "The CRM channel")."""
     secret = tenants.crm_secret(session.get(Tenant, tenant_id), session.info["settings"].secret_key)
     if not secret:
         raise LookupError("config.crm_webhook_secret is not set")
     return secret
-
-
-delivery.listen(KIND, _on_attempt, lock_first=_lock_subject)
-delivery.GUARDS[KIND] = _still_wanted
-delivery.SECRET_REFS["crm"] = _crm_secret
-from ..channels import in_app  # noqa: E402,F401  (the inapp: transport and withdraw hook; last, as it uses this module)

@@ -1,5 +1,5 @@
 """Interventions and escalations: manual creation, the review state machine
-(decisions §8) and escalation handling. Delivery itself is the pipeline's
+(docs/interventions.md) and escalation handling. Delivery itself is the pipeline's
 (`interventions.pipeline`)."""
 
 from __future__ import annotations

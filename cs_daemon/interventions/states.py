@@ -31,6 +31,18 @@ FROM = {
     "handle": ("open", "delegated"),
     "delegate": ("open",),
 }
+# ... and the status each leads to: with FROM, the whole table of a person's changes
+# (docs/interventions.md, "Changes a person may ask for"); the pipeline's own moves take
+# IN_FLIGHT to sent, delivered or failed
+TO = {
+    "approve": "approved",
+    "pause": "planned",
+    "reject": "rejected",
+    "edit": "planned",
+    "rollback": "rolled_back",
+    "handle": "handled",
+    "delegate": "delegated",
+}
 
 
 def available(status: str) -> frozenset[str]:

@@ -30,8 +30,10 @@ def current() -> dramatiq.Broker:
         return _broker
 
 
-def install(settings: Settings, middleware: list | None = None) -> dramatiq.Broker:
-    """Make the broker for these settings the current one and bind every actor to it."""
+def install(settings: Settings, middleware: list | None = None,
+            actors: list[dramatiq.Actor] | None = None) -> dramatiq.Broker:
+    """Make the broker for these settings the current one and bind the actors to it
+    (the composition root's list; every one declared when None)."""
     global _broker
     if settings.redis_url:
         broker: dramatiq.Broker = RedisBroker(
@@ -44,7 +46,7 @@ def install(settings: Settings, middleware: list | None = None) -> dramatiq.Brok
     with _lock:
         _broker = broker
         dramatiq.set_broker(broker)
-        for act in _actors:
+        for act in _actors if actors is None else actors:
             act.broker = broker
             broker.declare_actor(act)
     return broker

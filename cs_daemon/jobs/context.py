@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..runtime import Runtime
-
-_current: "Runtime | None" = None
+# the Runtime (cs_daemon/runtime.py, which imports this module) that jobs of this process use
+_current: Any = None
 
 
-def set_runtime(rt: "Runtime") -> None:
+def set_runtime(rt: Any) -> None:
     global _current
     _current = rt
 
 
-def runtime() -> "Runtime":
+def runtime() -> Any:
     if _current is None:
         raise RuntimeError("no runtime installed for jobs in this process")
     return _current

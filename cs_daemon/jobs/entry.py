@@ -1,13 +1,14 @@
 """Module the `dramatiq` command loads in each worker process (production mode):
-it installs the broker from the settings and imports every actor module. A bad setting
-ends the process with exit code 2, which stops dramatiq (and `cs serve`, `cs worker`)."""
+it builds the runtime through the composition root (cs_daemon/wiring.py) and installs
+the broker from the settings. A bad setting ends the process with exit code 2, which
+stops dramatiq (and `cs serve`, `cs worker`)."""
 
 import logging
 
 from cs_daemon.config import load_settings_or_exit
 
-from cs_daemon.runtime import Runtime
+from cs_daemon.wiring import bootstrap
 
 settings = load_settings_or_exit()
 logging.getLogger().setLevel(settings.cs_log_level)   # dramatiq's CLI has set up the handlers
-broker = Runtime(settings).install_broker()
+broker = bootstrap(settings).install_broker()

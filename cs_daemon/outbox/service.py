@@ -11,6 +11,7 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from ..db import new_id
+from ..webhooks import service as webhooks
 from .models import OutboxEvent
 
 # PostgreSQL: all rows as one JSON document in one fixed statement (prepared once per connection)
@@ -28,8 +29,6 @@ def record_many(session: Session, tenant_id: str, events: list[tuple[str, dict]]
     active endpoint (it read that in this transaction)."""
     if not events:
         return []
-    from ..webhooks import service as webhooks
-
     rows = [{"id": new_id(), "tenant_id": tenant_id, "event_type": kind,
              "payload": {"event": kind, **payload}, "test": test, "created_at": now,
              "fanned_out_at": now} for kind, payload in events]

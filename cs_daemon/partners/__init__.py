@@ -1,2 +1,2 @@
-"""The partner API (decisions §14): customer tenants a partner provisions and oversees,
+"""The partner API (docs/partners.md): customer tenants a partner provisions and oversees,
 and the integrations it publishes to them."""

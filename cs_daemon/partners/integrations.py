@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from ..errors import Conflict, NotFound, ValidationFailed
 from ..external import service as external
 from ..external.credentials import PLACEHOLDER
-from ..external.platforms import Template
+from ..external.templates import Template
 from ..integrations import netguard
 from . import service as partners
 from .models import IntegrationShare, PartnerIntegration

@@ -1,4 +1,4 @@
-"""The invitation email (decisions §12): when SMTP_URL is set, an invite also writes a
+"""The invitation email (docs/channels.md, "Team invitations"): when SMTP_URL is set, an invite also writes a
 `mailto:` delivery in the invite's own transaction (a row before a message), which the
 email channel sends off the request path, on the delivery schedule, with its attempts
 logged like every delivery.
@@ -103,6 +103,3 @@ def _html(who: str, team: str, role: str, link: str, expires: str) -> str:
 
 def _article(role: str) -> str:
     return "an" if role[:1] in "aeiou" else "a"
-
-
-email.COMPOSERS[KIND] = compose

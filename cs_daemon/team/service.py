@@ -1,4 +1,4 @@
-"""Team members and invitations (spec "Team", decisions §1, §3, §12)."""
+"""Team members and invitations (docs/api.md, "Team" and "Plans")."""
 
 from __future__ import annotations
 

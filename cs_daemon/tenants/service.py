@@ -231,7 +231,7 @@ def _set_shadow(tenant: Tenant, active: bool, now: datetime) -> None:
 
 
 def set_plan(tenant: Tenant, plan_tier: str, plan_status: str) -> None:
-    """Move the tenant to a plan; its limits follow the tier (decisions §3)."""
+    """Move the tenant to a plan; its limits follow the tier (docs/api.md, "Plans")."""
     if plan_tier not in plans.TIERS or plan_status not in plans.STATUSES:
         raise ValueError(f"unknown plan {plan_tier!r} or status {plan_status!r}")
     tenant.plan_tier = plan_tier

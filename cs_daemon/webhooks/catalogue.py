@@ -1,5 +1,5 @@
-"""Event types an endpoint can subscribe to (spec "Event types" and the envelope table,
-decisions §8, §9)."""
+"""Event types an endpoint can subscribe to (docs/webhooks.md,
+"Event catalogue")."""
 
 from __future__ import annotations
 

@@ -188,7 +188,7 @@ def failed_since(session: Session, tenant_id: str, since: datetime) -> list[str]
     return [d.id for d in reversed(rows)]
 
 
-def _on_gone(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
+def on_gone(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
     """410 Gone: the receiver says the endpoint is no more (the attempt failed for good);
     stop sending to it."""
     if outcome.status_code == 410 and made.endpoint_id:
@@ -198,9 +198,5 @@ def _on_gone(session: Session, made: Delivery, outcome: Outcome, final: bool) ->
             endpoint.updated_at = made.updated_at
 
 
-def _gone(outcome: Outcome, final: bool) -> bool:
+def is_gone(outcome: Outcome, final: bool) -> bool:
     return outcome.status_code == 410
-
-
-delivery.listen("event", _on_gone, when=_gone)
-delivery.listen("test", _on_gone, when=_gone)

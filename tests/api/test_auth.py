@@ -1,4 +1,4 @@
-"""Keys, roles and permissions through the declarative access table (decisions §1)."""
+"""Keys, roles and permissions through the declarative access table (docs/api.md, "Authentication and access")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Billing (spec "Billing"; decisions §3, §12): the real `stripe` library talks to a
+"""Billing (docs/billing.md): the real `stripe` library talks to a
 Stripe-compatible server on loopback, and webhook deliveries are signed as Stripe signs them."""
 
 from __future__ import annotations

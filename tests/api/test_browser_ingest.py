@@ -1,4 +1,4 @@
-"""What the JS SDK needs from a browser (decisions §15, docs/sdk.md): `navigator.sendBeacon`
+"""What the JS SDK needs from a browser (docs/sdk.md): `navigator.sendBeacon`
 posts a text/plain body with an ingest-only key in `?api_key=`, and /api/track and the
 in-app stream answer CORS preflights and expose Retry-After."""
 

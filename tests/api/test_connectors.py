@@ -1,4 +1,4 @@
-"""Connectors (spec "Event ingestion", decisions §4): each platform's payloads at the spec
+"""Connectors (docs/connectors.md): each platform's payloads at the spec
 path and at its native routes, with its native credentials and answers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Customers API (spec "Customers", decisions §2 pagination extension, §4)."""
+"""Customers API (docs/scoring.md; paging: docs/api.md, "Other choices")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Engine decisions that are not dry runs: triggers after ingest, approval modes, shadow
-mode, kill switch, escalations, the decision sweep, and the AI writer (decisions §7)."""
+mode, kill switch, escalations, the decision sweep, and the AI writer (docs/decisions.md, docs/ai.md)."""
 
 from __future__ import annotations
 

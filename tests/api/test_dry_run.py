@@ -1,4 +1,4 @@
-"""POST /api/interventions/dry-run (spec, decisions §7)."""
+"""POST /api/interventions/dry-run (docs/decisions.md)."""
 
 from __future__ import annotations
 

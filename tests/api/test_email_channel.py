@@ -1,5 +1,5 @@
 """The email channel against a real SMTP server on loopback, and the one-click unsubscribe
-link it carries (decisions §8, §13)."""
+link it carries (docs/channels.md, "Email")."""
 
 from __future__ import annotations
 

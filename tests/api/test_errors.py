@@ -1,4 +1,4 @@
-"""One JSON error shape; limits of decisions §2."""
+"""One JSON error shape; limits of docs/api.md."""
 
 from __future__ import annotations
 

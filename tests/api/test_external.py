@@ -1,4 +1,4 @@
-"""External Actions API (spec "External actions", decisions §10), against a real receiver."""
+"""External Actions API (docs/external-actions.md), against a real receiver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GET /api/health (decisions §16); dependency outages are in tests/integration."""
+"""GET /api/health (docs/api.md, "Health"); dependency outages are in tests/integration."""
 
 from __future__ import annotations
 

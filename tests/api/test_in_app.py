@@ -1,4 +1,4 @@
-"""The in_app channel (decisions §11) over a real HTTP server and a real SSE client, on
+"""The in_app channel (docs/channels.md) over a real HTTP server and a real SSE client, on
 both run modes: stream tokens, delivery to an open stream and on connect, Last-Event-ID,
 withdrawal on rollback, tenant isolation, and the stream's own refusals. On the
 PostgreSQL + Redis backend the wake-ups travel through Redis pub/sub."""

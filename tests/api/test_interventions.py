@@ -1,4 +1,4 @@
-"""Interventions and escalations: the review state machine (decisions §8) and the execute
+"""Interventions and escalations: the review state machine (docs/interventions.md) and the execute
 pipeline on the webhook and CRM channels and the test-mode sink, against real receivers."""
 
 from __future__ import annotations

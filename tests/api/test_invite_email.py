@@ -1,4 +1,4 @@
-"""The invitation email (decisions §12), end to end against a real SMTP server on
+"""The invitation email (docs/channels.md, "Team invitations"), end to end against a real SMTP server on
 loopback: invite → the mail → accept with the token read from it → the new key works
 with its role. The mail is a delivery written with the invitation and sent off the
 request path by the email channel."""

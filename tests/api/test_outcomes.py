@@ -1,4 +1,4 @@
-"""Responses and outcomes of delivered interventions (decisions §8): the attribution window
+"""Responses and outcomes of delivered interventions (docs/interventions.md): the attribution window
 from the playbook's exit conditions, user.responded on the first event after a delivery,
 outcomes (positive, negative, neutral) recorded on the event that settles them or by
 the sweep, with outcome.recorded, the success rate

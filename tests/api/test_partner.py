@@ -1,4 +1,4 @@
-"""The partner API (decisions §14): provisioning, isolation between partners, the 403
+"""The partner API (docs/partners.md): provisioning, isolation between partners, the 403
 rules, integrations shared into customers' platform listings, and stats checked against
 a ledger of what the test seeded through the API."""
 

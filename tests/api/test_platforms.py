@@ -1,4 +1,4 @@
-"""Pre-built platform connectors (decisions §10)."""
+"""Pre-built platform connectors (docs/external-actions.md, "Platforms")."""
 
 from __future__ import annotations
 

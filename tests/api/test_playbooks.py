@@ -1,4 +1,4 @@
-"""Playbooks API (spec "Playbooks", decisions §3, §5, §6)."""
+"""Playbooks API (docs/playbooks.md)."""
 
 from __future__ import annotations
 

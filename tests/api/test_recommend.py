@@ -1,4 +1,4 @@
-"""POST /api/decisions/recommend: the choice follows observed outcomes (decisions §7, §10)."""
+"""POST /api/decisions/recommend: the choice follows observed outcomes (docs/decisions.md, "Recommend")."""
 
 from __future__ import annotations
 

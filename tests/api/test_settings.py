@@ -1,4 +1,4 @@
-"""Settings endpoints (spec "Settings", decisions §7, §12)."""
+"""Settings endpoints (docs/api.md, "Settings")."""
 
 from __future__ import annotations
 

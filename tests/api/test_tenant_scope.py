@@ -1,4 +1,4 @@
-"""Tenant isolation is a property of the session, not of each query (decisions §1)."""
+"""Tenant isolation is a property of the session, not of each query (docs/api.md, "Safety")."""
 
 from __future__ import annotations
 

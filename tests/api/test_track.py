@@ -1,4 +1,4 @@
-"""POST /api/track (spec "Event ingestion", decisions §3, §4)."""
+"""POST /api/track (docs/scoring.md; docs/api.md, "Plans")."""
 
 from __future__ import annotations
 

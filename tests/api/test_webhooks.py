@@ -1,5 +1,5 @@
 """Outbound webhooks: endpoints, signed deliveries on the retry schedule, the log, replay
-and the SSRF guard, against a real receiver on loopback (spec "Events", decisions §9)."""
+and the SSRF guard, against a real receiver on loopback (docs/webhooks.md)."""
 
 from __future__ import annotations
 

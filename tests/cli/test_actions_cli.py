@@ -1,5 +1,5 @@
 """`cs actions`: the dispatch log of external actions and one action with its dispatch
-attempts and outcome, against a real receiver on loopback (decisions §10). The commands
+attempts and outcome, against a real receiver on loopback (docs/external-actions.md). The commands
 run on real time, so the actions here are made with the test clock set hours back."""
 
 from __future__ import annotations

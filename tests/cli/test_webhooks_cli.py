@@ -1,5 +1,5 @@
 """`cs webhooks`: the delivery log, one delivery's attempts and replay, against real
-receivers on loopback (decisions §9). The commands run on real time, so the deliveries
+receivers on loopback (docs/webhooks.md). The commands run on real time, so the deliveries
 here are made with the test clock set hours back and driven up to (never past) now."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The daemon for real (decisions §2, §13, §16): `cs serve` in the embedded and the
+"""The daemon for real (docs/api.md, docs/configuration.md): `cs serve` in the embedded and the
 production mode as subprocesses, the rate limit shared by two API processes through
 Redis, and health following PostgreSQL and Redis outages behind a TCP proxy.
 
@@ -32,7 +32,7 @@ from tests.support.processes import (
 )
 from tests.support.proxy import TcpProxy
 
-TRIAL_LIMIT = 600  # requests a minute per key on the trial plan (decisions §2)
+TRIAL_LIMIT = 600  # requests a minute per key on the trial plan (docs/api.md, "Plans")
 
 
 # --- fixtures ------------------------------------------------------------------------

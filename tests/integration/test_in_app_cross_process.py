@@ -1,5 +1,5 @@
 """In production a delivery job in one process reaches a stream held by another
-(decisions §11): the stream is held by the API in this process (a real HTTP server), the
+(docs/channels.md, "Across processes"): the stream is held by the API in this process (a real HTTP server), the
 `inapp:` delivery is run by a real `cs worker` (Dramatiq on Redis, PostgreSQL) in its own
 process tree, and the wake-up between them travels over Redis pub/sub. Then the whole
 daemon (`cs serve`: gunicorn and Dramatiq) holds a stream, and a graceful stop ends it at

@@ -1,6 +1,6 @@
 """The platforms' official Python libraries, pointed at a running service (a real HTTP
 server on 127.0.0.1), deliver their events with no error and nothing else changed
-(decisions §4, "drop-in for the platforms' own SDKs")."""
+(docs/connectors.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Python SDK against the real service on loopback (decisions §15, the spec's client-side
+"""The Python SDK against the real service on loopback (docs/sdk.md, the client-side
 batching convention). A scripted proxy in front of the service stands in for a failing
 network or server where a test needs one; time moves only through the SDK's ManualClock."""
 

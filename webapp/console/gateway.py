@@ -16,12 +16,11 @@ from cs_daemon.auth.access import refusal
 from cs_daemon.errors import Forbidden
 
 from ..api import Call, Endpoint, _validate
+from ..endpoints import all_apis
 
 
 @lru_cache(maxsize=1)
 def _endpoints() -> dict[tuple[str, str], Endpoint]:
-    from .. import all_apis
-
     return {(ep.method, ep.path): ep for api in all_apis() for ep in api.endpoints}
 
 

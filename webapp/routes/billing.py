@@ -1,5 +1,5 @@
 """Billing: Checkout and billing-portal sessions at Stripe, and Stripe's webhook
-(spec "Billing"; decisions §12; docs/billing.md)."""
+(docs/billing.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Connectors (spec "Event ingestion", decisions §4): each platform's payloads at its spec
+"""Connectors (docs/connectors.md): each platform's payloads at its spec
 path answer `{accepted, users_upserted}`; beneath it, the platform's native ingestion
 routes take its official library's requests (its credentials, its answer)."""
 

@@ -1,4 +1,4 @@
-"""In-app messages (decisions §11): stream tokens minted by the tenant's backend, and the
+"""In-app messages (docs/channels.md, "In-app"): stream tokens minted by the tenant's backend, and the
 server-sent-events stream a front end opens with one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The partner API (decisions §14): a partner tenant provisions and oversees its customer
+"""The partner API (docs/partners.md): a partner tenant provisions and oversees its customer
 tenants and publishes integrations to them. Another tenant's id is 404."""
 
 from __future__ import annotations

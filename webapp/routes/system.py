@@ -10,6 +10,7 @@ from cs_daemon import health
 from cs_daemon.schemas import Wire
 
 from ..api import Api, Call, render
+from ..openapi import document
 
 api = Api("System")
 
@@ -48,7 +49,5 @@ def get_health(call: Call):
 @api.route("GET", "/api/openapi.json", access="public",
            summary="This OpenAPI 3.1 document")
 def get_openapi(call: Call):
-    from ..openapi import document
-
-    doc: dict[str, Any] = current_app.extensions.setdefault("openapi", document())
+    doc: dict[str, Any] = current_app.extensions.setdefault("openapi", document(current_app.extensions["cs_apis"]))
     return render(doc)

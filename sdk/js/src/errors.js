@@ -15,7 +15,7 @@ export class CsError extends Error {
   }
 }
 
-/** Reads an error answer's `{error, code}` (decisions §2) without trusting it is JSON. */
+/** Reads an error answer's `{error, code}` (docs/api.md, "Errors") without trusting it is JSON. */
 export async function errorBody(response) {
   try {
     const body = await response.json();

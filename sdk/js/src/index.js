@@ -1,4 +1,4 @@
-/** The cs JavaScript SDK (decisions §15). The functions act on the client made by `init`;
+/** The cs JavaScript SDK (docs/sdk.md). The functions act on the client made by `init`;
  * `createClient` makes an independent one. Types: ../index.d.ts; guide: ../README.md. */
 
 import { Client } from './client.js';

@@ -1,4 +1,4 @@
-/** `init` options: defaults (decisions §15) and one clear sentence for a bad value. */
+/** `init` options: defaults (docs/sdk.md) and one clear sentence for a bad value. */
 
 import { systemClock } from './clock.js';
 

@@ -1,4 +1,4 @@
-/** The batching convention (spec "Client-side batching convention", decisions §15): events
+/** The batching convention (docs/sdk.md): events
  * wait in a bounded queue and go out as one POST /api/track at `maxBatchSize` events or
  * `flushInterval` ms after the oldest was queued, one request at a time. A failed send
  * (network, 5xx, 429) is retried after a backoff or the server's Retry-After; a 4xx is

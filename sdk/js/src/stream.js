@@ -1,4 +1,4 @@
-/** The in-app stream (decisions §11): GET /api/in-app/stream?token= read with fetch (an
+/** The in-app stream (docs/channels.md, "In-app"): GET /api/in-app/stream?token= read with fetch (an
  * EventSource can send no header and Node has none), resumed with Last-Event-ID after a
  * drop, with backoff; `event: intervention` and `event: withdrawn` go to the listeners. */
 

@@ -1,4 +1,4 @@
-// onMessage against the real service's in-app stream (decisions §11): a message approved
+// onMessage against the real service's in-app stream (docs/channels.md, "In-app"): a message approved
 // before the client connected and one approved after, resume with Last-Event-ID after a
 // dropped connection, withdrawal on rollback, and a fresh token when one is refused.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The batching convention against the real service (decisions §15): batch size and
+// The batching convention against the real service (docs/sdk.md): batch size and
 // interval on an injected clock, retries that lose nothing and count nothing twice,
 // Retry-After, refused batches, the bounded queue, identify first, shutdown.
 import assert from 'node:assert/strict';

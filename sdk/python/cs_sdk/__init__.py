@@ -1,4 +1,4 @@
-"""Python client for the customer-success service's event API (decisions §15).
+"""Python client for the customer-success service's event API (docs/sdk.md).
 
     from cs_sdk import Client
 
