@@ -14,7 +14,7 @@ from ..engine import messages
 from ..engine.decisions import Decision, PlaybookSpec, decide
 from ..errors import ServiceError
 from ..external import service as external
-from ..interventions import pipeline
+from ..interventions import outcomes, pipeline
 from ..interventions.models import Intervention
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
@@ -123,8 +123,6 @@ def _hold_out(session: Session, intervention: Intervention, now: datetime) -> In
     acting on decision.recommended would contact the user and spoil the comparison). Its
     attribution window opens now, as a delivery's would (docs/decisions.md, "Holdout and
     uplift")."""
-    from ..interventions import outcomes
-
     outcomes.open_window(session, intervention, now)
     return intervention
 
