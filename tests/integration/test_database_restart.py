@@ -1,0 +1,50 @@
+"""After a PostgreSQL restart the first request succeeds (found by the fault campaign,
+tests/chaos/): the pool does not hand out a connection the server closed, so no request
+fails with a 500 on a dead connection once the database is back."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from sqlalchemy import func, select
+
+from cs_daemon import migrate
+from cs_daemon.config import Settings
+from cs_daemon.db import dispose_engines, get_engine
+from cs_daemon.runtime import Runtime
+from cs_daemon.tenants import service as tenants
+from cs_daemon.tenants.models import Tenant
+from tests.support.stores import PrivatePostgres
+
+
+@pytest.fixture
+def pg():
+    cluster = PrivatePostgres()
+    try:
+        cluster.start()
+        with psycopg.connect(cluster.url.replace("+psycopg", ""), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE cs")
+        yield cluster
+    finally:
+        dispose_engines()
+        cluster.close()
+
+
+@pytest.mark.parametrize("mode", ["immediate", "fast"])
+def test_the_first_query_after_a_restart_gets_a_live_connection(pg, tmp_path, mode):
+    settings = Settings(database_url=pg.url.rsplit("/", 1)[0] + "/cs", redis_url=None, cs_secret_key="t",
+                        cs_data_dir=tmp_path)
+    migrate.upgrade(settings)
+    rt = Runtime(settings)
+    with rt.session() as s:
+        tenants.create(s, name="Restart", owner_email="o@restart.example", now=rt.now())
+    for atomic in (True, False):      # both kinds of session share the pool
+        with rt.session(atomic=atomic) as s:
+            assert s.scalar(select(func.count()).select_from(Tenant)) == 1
+    assert get_engine(settings).pool.checkedin() >= 1     # idle connections wait in the pool
+
+    pg.restart(mode)
+
+    for atomic in (True, False):
+        with rt.session(atomic=atomic) as s:
+            assert s.scalar(select(func.count()).select_from(Tenant)) == 1
