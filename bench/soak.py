@@ -23,6 +23,7 @@ table again with the verdict:
   memory: after the warm-up (--warmup minutes), no process's RSS grows by more than
     --growth-mb MB and --growth-pct % from its first sample after the warm-up to the
     mean of the last three samples (a process that restarted is reported, not judged);
+    each process's trend after the warm-up (MB an hour, least squares) is printed too;
   backlog: the overdue deliveries and the queued messages at the end are at most
     --backlog-slack above their median after the warm-up (no growing backlog), and
     nothing is overdue more than a minute at the end.
@@ -137,6 +138,17 @@ def show(rows: list[dict], memory_roles: list[str]) -> str:
     return h.table(body, head)
 
 
+def slopes(rows: list[dict], roles_: list[str], warmup: float) -> dict[str, float]:
+    """Each process's RSS trend after the warm-up, MB an hour (least squares)."""
+    judged = [r for r in rows if r["minute"] > warmup]
+    out = {}
+    for role in roles_:
+        points = [(r["minute"], r[role]) for r in judged if r.get(role)]
+        if len(points) >= 3:
+            out[role] = statistics.linear_regression(*zip(*points)).slope * 60
+    return out
+
+
 def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
     """The problems found (none: ok)."""
     judged = [r for r in rows if r["minute"] > args.warmup]
@@ -197,6 +209,9 @@ def run(bench: h.Bench, args) -> int:
           f"{args.web_processes} API processes, {args.worker_processes} x {args.worker_threads} job threads); "
           f"load average now {os.getloadavg()[0]:.2f} on {h.CPUS} CPUs")
     print(show(sampler.rows, memory))
+    trend = slopes(sampler.rows, memory, args.warmup)
+    print("  RSS trend after the warm-up, MB an hour: "
+          + ", ".join(f"{role} {mb_h:+.1f}" for role, mb_h in trend.items()))
     acked = load.acked
     print(f"  acknowledged: {len(acked.events)} events, {len(acked.interventions)} interventions approved, "
           f"{len(acked.actions)} dispatches; answers {dict(load.answers)}; received: webhooks "

@@ -26,7 +26,7 @@ from weakref import WeakKeyDictionary
 import pydantic_core
 from sqlalchemy import JSON, DateTime, String, bindparam, event, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
 from sqlalchemy.types import TypeDecorator
@@ -171,6 +171,20 @@ def _closed_by_server(dbapi_conn, _record, _proxy) -> None:
     poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
     if poller.poll(0):
         raise DisconnectionError("the server closed this connection")
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a database error means the server cannot be reached for now (refused,
+    closed, shutting down or starting up), as opposed to a fault of the statement."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    state = getattr(exc.orig, "sqlstate", None)
+    if isinstance(exc, OperationalError) and state is None:
+        return True     # no answer from a server at all: the connection failed
+    # 08: connection exception; 57P01-57P03: shutdown by an administrator, crash, starting up
+    return bool(state) and (state.startswith("08") or state in ("57P01", "57P02", "57P03"))
 
 
 # --- sessions ---------------------------------------------------------------------

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import requests
 
 from cs_cli.supervisor import dramatiq_argv, gunicorn_argv
 from cs_daemon.config import Settings
@@ -45,13 +46,13 @@ class Member:
         return self.service is not None and self.service.proc.poll() is None
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """An API process accepts connections; a worker is simply running."""
+        """An API process answers HTTP; a worker is simply running."""
         deadline = Deadline(timeout)
         while self.kind == "api":
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
+            try:   # an answer, whatever its status: the master binds long before its worker serves
+                requests.get(f"http://127.0.0.1:{self.port}/api/health", timeout=2)
                 return
-            except OSError:
+            except requests.RequestException:
                 assert self.alive() and deadline, f"{self.name} not serving\n{self.service.describe()}"
                 time.sleep(0.1)
 

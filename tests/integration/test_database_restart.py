@@ -48,3 +48,31 @@ def test_the_first_query_after_a_restart_gets_a_live_connection(pg, tmp_path, mo
     for atomic in (True, False):
         with rt.session(atomic=atomic) as s:
             assert s.scalar(select(func.count()).select_from(Tenant)) == 1
+
+
+def test_requests_while_the_database_is_down_answer_503_and_succeed_once_it_is_back(pg, tmp_path):
+    from webapp import create_app
+
+    settings = Settings(database_url=pg.url.rsplit("/", 1)[0] + "/cs", redis_url=None, cs_secret_key="t",
+                        cs_data_dir=tmp_path)
+    migrate.upgrade(settings)
+    rt = Runtime(settings)
+    with rt.session() as s:
+        key = tenants.create(s, name="Outage", owner_email="o@outage.example", now=rt.now()).key.secret
+    client = create_app(runtime=rt).test_client()
+    headers = {"Authorization": f"Bearer {key}"}
+    track = {"events": [{"user_id": "u1", "event": "login", "idempotency_key": "k1"}]}
+    assert client.post("/api/track", headers=headers, json=track).status_code == 200
+
+    pg.stop("immediate")
+    for method, path, body in (("GET", "/api/settings", None), ("POST", "/api/track", track)):
+        resp = client.open(path, method=method, headers=headers, json=body)
+        assert resp.status_code == 503, (path, resp.status_code, resp.json)
+        assert resp.json == {"error": "the database cannot be reached for the moment; retry shortly",
+                             "code": "database_unavailable"}
+        assert resp.headers["Retry-After"] == "5"
+
+    pg.start()
+    assert client.get("/api/settings", headers=headers).status_code == 200
+    again = client.post("/api/track", headers=headers, json=track)
+    assert again.status_code == 200 and again.json["duplicates"] == 1

@@ -38,6 +38,7 @@ class Workload:
         self.acked = Acknowledged()
         self.answers: Counter = Counter()      # "200", "503", "connection", ... per request
         self.failures: list[tuple[float, float, str]] = []   # 5xx answers: (sent, answered, what), monotonic
+        self.dropped: list[tuple[float, float, str]] = []   # no answer: (sent, failed, what)
         self._lock = threading.Lock()
         self._seq = 0
         self._rng = random.Random(seed)
@@ -62,6 +63,7 @@ class Workload:
             self._local.session = None   # a reset connection: start afresh
             with self._lock:
                 self.answers["connection"] += 1
+                self.dropped.append((sent, time.monotonic(), f"{method} {path}: {type(exc).__name__}"))
             return 0, {"error": type(exc).__name__}
         with self._lock:
             self.answers[str(resp.status_code)] += 1
