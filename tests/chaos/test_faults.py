@@ -283,9 +283,11 @@ def test_every_acknowledged_piece_of_work_survives_kills_and_restarts(stores, pe
           f"lost {len(lost_events) + len(lost_http) + len(lost_interventions) + len(lost_actions)}; "
           f"answers {dict(load.answers)}; recovered in {recovered_in:.0f} s; test {time.monotonic() - began:.0f} s")
     print("[chaos] faults: " + ", ".join(f"{at - began:.1f} s {what}" for at, what in faults.log))
+    unanswered: Counter = Counter()     # requests with no answer in the 15 s after each kind of fault
     for fault_at, what in faults.log:
-        near = Counter(w.split(": ")[1] for sent, failed, w in load.dropped if fault_at - 1 <= failed <= fault_at + 15)
-        print(f"[chaos]   {what}: requests without an answer in the 15 s after: {dict(near)}")
+        unanswered[what.rstrip("0123456789")] += sum(1 for _, failed, _ in load.dropped
+                                                     if fault_at - 1 <= failed <= fault_at + 15)
+    print(f"[chaos] requests without an answer within 15 s of a fault, by fault: {dict(unanswered)}")
     after_outage = [what for sent, answered, what in load.failures if not faults.during_outage(sent, answered)]
     print(f"[chaos] 5xx answers: {len(load.failures)}, of them outside a PostgreSQL outage {len(after_outage)}")
     for line in after_outage[:10]:

@@ -17,17 +17,27 @@ from cs_daemon.tenants.models import Tenant
 from tests.support.stores import PrivatePostgres
 
 
-@pytest.fixture
-def pg():
-    cluster = PrivatePostgres()
+@pytest.fixture(scope="module")
+def cluster():
+    made = PrivatePostgres()
     try:
-        cluster.start()
-        with psycopg.connect(cluster.url.replace("+psycopg", ""), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE cs")
-        yield cluster
+        made.start()
+        yield made
     finally:
         dispose_engines()
-        cluster.close()
+        made.close()
+
+
+@pytest.fixture
+def pg(cluster):
+    """The module's cluster, running, with a fresh database `cs` for this test."""
+    if not cluster.running():
+        cluster.start()
+    with psycopg.connect(cluster.url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS cs WITH (FORCE)")
+        conn.execute("CREATE DATABASE cs")
+    yield cluster
+    dispose_engines()
 
 
 @pytest.mark.parametrize("mode", ["immediate", "fast"])
