@@ -50,3 +50,12 @@ migrate: install
 # Benchmarks print their figures; see bench/.
 bench: install
     .venv/bin/python bench/api_overhead.py
+
+# The fault campaign (docs/chaos.md) for CS_CHAOS_SECONDS (default here 600) of faults:
+# API and worker processes killed with -9, Redis and PostgreSQL restarted, under load.
+chaos SECONDS="600": install
+    CS_CHAOS_SECONDS={{SECONDS}} .venv/bin/python -m pytest tests/chaos -q -s -p no:cacheprovider
+
+# Steady mixed load in production mode; memory and backlog trend each minute (bench/soak.py).
+soak MINUTES="30": install
+    .venv/bin/python bench/soak.py --minutes {{MINUTES}}

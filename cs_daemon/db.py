@@ -14,6 +14,7 @@ with it, so a service cannot forget the filter.
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import uuid
 from functools import lru_cache
@@ -25,6 +26,7 @@ from weakref import WeakKeyDictionary
 import pydantic_core
 from sqlalchemy import JSON, Column, DateTime, String, bindparam, event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
 from sqlalchemy.types import TypeDecorator
@@ -131,10 +133,10 @@ def _make_engine(settings: Settings) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(
+    engine = create_engine(
         settings.db_url,
-        # no pre-ping (a round trip per checkout): a dropped connection invalidates the pool
-        # on first use, and recycling retires idle ones
+        # no pre-ping (a round trip per checkout): `_closed_by_server` looks at the socket
+        # instead, and recycling retires idle ones
         pool_recycle=300,
         pool_size=max(10, settings.cs_worker_threads + 2),   # a worker thread never waits for a connection
         max_overflow=10,
@@ -147,6 +149,38 @@ def _make_engine(settings: Settings) -> Engine:
         # ingest reads every user's state and traits a batch
         json_deserializer=pydantic_core.from_json,
     )
+    event.listen(engine, "checkout", _closed_by_server)
+    return engine
+
+
+def _closed_by_server(dbapi_conn, _record, _proxy) -> None:
+    """Refuse a pooled connection the server has closed, without a round trip. An idle
+    connection has nothing to read; once the server ends it (a restart, a crash, an
+    administrator) its socket is readable: the termination notice, or the end of the
+    stream. Handed out, it would fail the first statement of a request after every
+    database restart (a 500); refused here, the pool opens a fresh one instead."""
+    try:
+        fd = dbapi_conn.pgconn.socket
+    except Exception:   # already closed or broken: the pool replaces it
+        raise DisconnectionError("connection closed") from None
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+    if poller.poll(0):
+        raise DisconnectionError("the server closed this connection")
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a database error means the server cannot be reached for now (refused,
+    closed, shutting down or starting up), as opposed to a fault of the statement."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    state = getattr(exc.orig, "sqlstate", None)
+    if isinstance(exc, OperationalError) and state is None:
+        return True     # no answer from a server at all: the connection failed
+    # 08: connection exception; 57P01-57P03: shutdown by an administrator, crash, starting up
+    return bool(state) and (state.startswith("08") or state in ("57P01", "57P02", "57P03"))
 
 
 # --- sessions ---------------------------------------------------------------------

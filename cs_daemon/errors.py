@@ -62,3 +62,10 @@ class RateLimited(ServiceError):
 
 class BillingNotConfigured(ServiceError):
     status, code = 503, "billing_not_configured"
+
+
+class DatabaseUnavailable(ServiceError):
+    """The database cannot be reached for the moment (a restart, a failover): 503 with
+    Retry-After, nothing changed (docs/deploy.md, "When PostgreSQL is unreachable")."""
+
+    status, code = 503, "database_unavailable"

@@ -6,12 +6,14 @@ import json
 import logging
 
 from flask import Flask, Response, g
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm.exc import StaleDataError
 from werkzeug.exceptions import HTTPException
 
 from cs_daemon.clock import Clock
 from cs_daemon.config import Settings, load_settings
-from cs_daemon.errors import Conflict, ServiceError
+from cs_daemon import db
+from cs_daemon.errors import Conflict, DatabaseUnavailable, ServiceError
 from cs_daemon.runtime import Runtime
 from cs_daemon.wiring import bootstrap, wire
 
@@ -21,6 +23,7 @@ from .endpoints import all_apis
 
 log = logging.getLogger("webapp")
 MAX_BODY = 1024 * 1024
+RETRY_AFTER_OUTAGE = 5    # seconds a client waits before trying again while the database is away
 
 _HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                405: "method_not_allowed", 413: "payload_too_large", 429: "rate_limited"}
@@ -77,3 +80,13 @@ def _install_error_handlers(app: Flask) -> None:
         log.exception("unhandled error")
         return Response(json.dumps({"error": "internal server error", "code": "internal"}),
                         status=500, mimetype="application/json")
+
+    @app.errorhandler(DBAPIError)
+    def _database_error(exc: DBAPIError):
+        if not db.unreachable(exc):
+            return _unexpected(exc)
+        # an outage, not a bug: one line, and the client is told to come back
+        log.warning("database unreachable: %s", str(exc.orig).splitlines()[0] if exc.orig else exc)
+        resp = error_response(DatabaseUnavailable("the database cannot be reached for the moment; retry shortly"))
+        resp.headers["Retry-After"] = str(RETRY_AFTER_OUTAGE)
+        return resp

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable
 
 from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from .. import crypto
@@ -253,7 +255,7 @@ def _unwanted(rt, claimed: Claimed) -> str | None:
 
 
 def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: datetime,
-           now: datetime) -> str | None:
+           now: datetime, attempt_id: str | None = None) -> str | None:
     """Log the attempt and move the delivery on (delivered, retrying at the next step of
     the schedule, or failed for good); returns the new status, or None when the lease ran
     out and another attempt took over, or the delivery was cancelled meanwhile (this one
@@ -262,7 +264,7 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
     if lock_first is not None and claimed.subject_id is not None:
         lock_first(session, claimed.subject_id)
     conn = session.connection()     # Core statements: no ORM execution around them
-    conn.execute(_LOG, {"id": new_id(), "tenant_id": claimed.tenant_id, "delivery_id": claimed.id,
+    conn.execute(_LOG, {"id": attempt_id or new_id(), "tenant_id": claimed.tenant_id, "delivery_id": claimed.id,
                            "number": claimed.number, "at": at, "status_code": outcome.status_code,
                            "latency_ms": outcome.latency_ms, "error": outcome.error,
                            "response_excerpt": outcome.excerpt})
@@ -298,8 +300,42 @@ def attempt(rt, delivery_id: str) -> str | None:
     if claimed is None:
         return None
     outcome = send(rt, claimed, started)
+    return record_surely(rt, claimed, outcome, at=started)
+
+
+RECORD_PATIENCE = 60.0   # seconds an attempt that went out waits for the database to take its record
+
+
+def record_surely(rt, claimed: Claimed, outcome: http.Outcome, *, at: datetime) -> str | None:
+    """Record an attempt that went out, waiting out a database that is unreachable for a
+    while (a restart, a failover): a lost record would leave the delivery open, and it
+    would be sent again once its lease ran out although the receiver has it. The
+    attempt's log row has its id before the first try, so a commit that went through
+    but whose answer was lost is found by the next try (the row exists) and not made
+    twice. Past RECORD_PATIENCE the error is raised: the lease and the sweep send the
+    delivery again, at least once as ever (docs/webhooks.md)."""
+    attempt_id, pause, waited = new_id(), 0.2, 0.0
+    while True:
+        try:
+            with rt.session() as session:
+                return record(session, claimed, outcome, at=at, now=rt.now(), attempt_id=attempt_id)
+        except IntegrityError:
+            if _recorded(rt, attempt_id):
+                return None     # the earlier try committed; only its answer was lost
+            raise
+        except (OperationalError, InterfaceError) as exc:
+            if waited >= RECORD_PATIENCE:
+                raise
+            log.warning("delivery %s: attempt %s not recorded yet, database unreachable (%s); trying again in %.1f s",
+                        claimed.id, claimed.number, type(exc).__name__, pause)
+            time.sleep(pause)
+            waited += pause
+            pause = min(pause * 2, 2.0)
+
+
+def _recorded(rt, attempt_id: str) -> bool:
     with rt.session() as session:
-        return record(session, claimed, outcome, at=started, now=rt.now())
+        return session.get(DeliveryAttempt, attempt_id) is not None
 
 
 def due(session: Session, now: datetime, limit: int = 500, *, grace: timedelta = timedelta(0)) -> list[str]:

@@ -1,0 +1,225 @@
+"""Soak: steady mixed load on `cs serve` in production mode for --minutes; memory and backlog trend.
+
+    .venv/bin/python bench/soak.py                      # 30 minutes
+    .venv/bin/python bench/soak.py --minutes 10 --rate 4
+
+On a fresh database (bench/harness.py) with a tenant on the "scale" plan, it starts
+`cs serve` in production mode (the supervisor, gunicorn with CS_WEB_PROCESSES gthread
+processes, Dramatiq with CS_WORKER_PROCESSES x CS_WORKER_THREADS), a loopback SMTP
+server (aiosmtpd) and two loopback HTTP receivers (the webhook endpoint and an action
+type's delivery webhook), then runs the load of the fault campaign
+(tests/support/workload.py: tracked events, email, webhook and in_app interventions
+approved, external action dispatches; each tracked batch and delivered intervention fans
+out to the endpoint) at --rate units a second, spread over --threads client threads.
+
+Every --every seconds it samples each process of the daemon's tree (by role: supervisor,
+gunicorn master and workers, dramatiq master and workers) for its resident memory (RSS,
+from /proc) and the backlogs: the job queue in Redis (messages queued, delayed for a
+retry), the deliveries open in the database (and those due more than a minute ago, which
+no queue holds any more), decision requests owed; and what was done in the interval
+(requests by status, deliveries delivered). It prints a row a sample and at the end the
+table again with the verdict:
+
+  memory: after the warm-up (--warmup minutes), no process's RSS grows by more than
+    --growth-mb MB and --growth-pct % from its first sample after the warm-up to the
+    mean of the last three samples (a process that restarted is reported, not judged);
+    each process's trend after the warm-up (MB an hour, least squares) is printed too;
+  backlog: the overdue deliveries and the queued messages at the end are at most
+    --backlog-slack above their median after the warm-up (no growing backlog), and
+    nothing is overdue more than a minute at the end.
+
+--strict: exit 1 when the verdict is not ok."""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import redis
+import requests
+
+import harness as h
+from tests.support.receiver import Receiver
+from tests.support.smtp_server import Mailbox
+from tests.support.workload import Driver, Workload
+
+OPTIONS = """
+--minutes 30        length of the run
+--every 60          seconds between two samples
+--warmup 3          minutes of warm-up, not judged
+--rate 4.0          units of work a second (one a tracked batch of 5, an approved intervention or a dispatch)
+--threads 2         client threads
+--web-processes 2   CS_WEB_PROCESSES
+--worker-processes 1  CS_WORKER_PROCESSES
+--worker-threads 4  CS_WORKER_THREADS
+--growth-mb 16      memory growth allowed after the warm-up, MB (with --growth-pct)
+--growth-pct 10     memory growth allowed after the warm-up, % (with --growth-mb)
+--backlog-slack 50  backlog allowed above its median after the warm-up
+--strict            exit 1 when the verdict is not ok
+"""
+
+BACKLOG_SQL = {
+    "open": "SELECT count(*) FROM deliveries WHERE status IN ('pending', 'retrying')",
+    "overdue": "SELECT count(*) FROM deliveries WHERE status IN ('pending', 'retrying') "
+               "AND next_attempt_at < now() - interval '1 minute'",
+    "delivered": "SELECT count(*) FROM deliveries WHERE status = 'delivered'",
+    "failed": "SELECT count(*) FROM deliveries WHERE status = 'failed'",
+    "owed decisions": "SELECT count(*) FROM decision_requests",
+}
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+    return int(m.group(1)) / 1024 if m else None
+
+
+def roles(daemon: h.Server) -> dict[str, int]:
+    """role -> pid of every process of the daemon's tree."""
+    table = {p.pid: p for p in h.descendants(daemon.pid)}
+    out, counts = {"supervisor": daemon.pid}, Counter()
+    for p in sorted(table.values(), key=lambda p: p.pid):
+        parent = table.get(p.ppid)
+        if "gunicorn" in p.cmdline:
+            kind = "api worker" if parent is not None and "gunicorn" in parent.cmdline else "api master"
+        elif "dramatiq" in p.cmdline:
+            kind = "job worker" if parent is not None and "dramatiq" in parent.cmdline else "job master"
+        else:
+            continue
+        counts[kind] += 1
+        out[f"{kind} {counts[kind]}" if kind.endswith("worker") else kind] = p.pid
+    return out
+
+
+class Sampler:
+    def __init__(self, daemon: h.Server, db: str, prefix: str, load: Workload):
+        self.daemon, self.db, self.prefix, self.load = daemon, db, prefix, load
+        self.redis = redis.Redis.from_url(h.REDIS, socket_timeout=5)
+        self.rows: list[dict] = []
+        self.pids: dict[str, list[int]] = {}
+        self._answers, self._delivered = Counter(), 0
+
+    def sample(self, minute: float) -> dict:
+        row: dict = {"minute": minute}
+        for role, pid in roles(self.daemon).items():
+            row[role] = rss_mb(pid)
+            self.pids.setdefault(role, [])
+            if pid not in self.pids[role]:
+                self.pids[role].append(pid)
+        ns = f"{self.prefix}:dramatiq"
+        row["queued"] = sum(self.redis.llen(f"{ns}:{q}") for q in ("default",))
+        row["delayed"] = self.redis.zcard(f"{ns}:default.DQ")
+        with psycopg.connect(h.conninfo(self.db), autocommit=True, connect_timeout=5) as conn:
+            for name, sql in BACKLOG_SQL.items():
+                row[name] = conn.execute(sql).fetchone()[0]
+        answers = Counter(self.load.answers)
+        row["requests"] = sum((answers - self._answers).values())
+        row["5xx"] = sum(n for code, n in (answers - self._answers).items() if code.startswith("5"))
+        row["sent"] = row["delivered"] - self._delivered
+        self._answers, self._delivered = answers, row["delivered"]
+        self.rows.append(row)
+        return row
+
+
+def show(rows: list[dict], memory_roles: list[str]) -> str:
+    head = ["min", *[f"{r} MB" for r in memory_roles], "queued", "delayed", "open", "overdue", "owed",
+            "requests", "5xx", "delivered"]
+    body = [[f"{r['minute']:g}", *[f"{r.get(m) or 0:.1f}" for m in memory_roles], r["queued"], r["delayed"],
+             r["open"], r["overdue"], r["owed decisions"], r["requests"], r["5xx"], r["sent"]] for r in rows]
+    return h.table(body, head)
+
+
+def slopes(rows: list[dict], roles_: list[str], warmup: float) -> dict[str, float]:
+    """Each process's RSS trend after the warm-up, MB an hour (least squares)."""
+    judged = [r for r in rows if r["minute"] > warmup]
+    out = {}
+    for role in roles_:
+        points = [(r["minute"], r[role]) for r in judged if r.get(role)]
+        if len(points) >= 3:
+            out[role] = statistics.linear_regression(*zip(*points)).slope * 60
+    return out
+
+
+def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
+    """The problems found (none: ok)."""
+    judged = [r for r in rows if r["minute"] > args.warmup]
+    if len(judged) < 4:
+        return [f"too short to judge: {len(judged)} samples after the {args.warmup}-minute warm-up (need 4)"]
+    problems = []
+    for role, seen in pids.items():
+        if len(seen) > 1:
+            problems.append(f"{role} restarted ({len(seen)} pids)")
+            continue
+        first = judged[0].get(role)
+        last = statistics.fmean(r.get(role) or 0 for r in judged[-3:])
+        if first and last - first > args.growth_mb and last > first * (1 + args.growth_pct / 100):
+            problems.append(f"{role}: RSS {first:.1f} -> {last:.1f} MB after the warm-up")
+    for name in ("overdue", "queued"):
+        median = statistics.median(r[name] for r in judged)
+        if judged[-1][name] > median + args.backlog_slack:
+            problems.append(f"{name} backlog grows: {judged[-1][name]} at the end, median {median:.0f}")
+    if judged[-1]["overdue"]:
+        problems.append(f"{judged[-1]['overdue']} deliveries overdue more than a minute at the end")
+    if any(r["5xx"] for r in rows):
+        problems.append(f"{sum(r['5xx'] for r in rows)} answers 5xx")
+    return problems
+
+
+def run(bench: h.Bench, args) -> int:
+    db = bench.database()
+    h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
+    tenant = bench.tenant(db, "scale")
+    hooks, actions, mailbox = Receiver(), Receiver(), Mailbox()
+    bench.cleanups += [hooks.close, actions.close, mailbox.close]
+    port = h.free_port()
+    daemon = bench.cs(db, "daemon", "serve", "--host", h.HOST, "--port", str(port), port=port,
+                      CS_WEB_PROCESSES=str(args.web_processes), CS_WORKER_PROCESSES=str(args.worker_processes),
+                      CS_WORKER_THREADS=str(args.worker_threads), CS_STREAM_SLOTS="16", SMTP_URL=mailbox.url,
+                      ALLOW_PRIVATE_WEBHOOK_URLS="1", CS_LOG_LEVEL="WARNING")
+    daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 90, 0.2)
+    load = Workload([daemon.url()], tenant.key)
+    load.setup(hooks_url=hooks.url, actions_url=actions.url)
+    sampler = Sampler(daemon, db, bench.prefix, load)
+    h.say(f"soak: {args.minutes} min at {args.rate}/s over {args.threads} threads, a sample every {args.every} s")
+    driver = Driver(load, threads=args.threads, pause=args.threads / args.rate).start()
+    began, printed = time.monotonic(), False
+    try:
+        for n in range(1, int(args.minutes * 60 / args.every) + 1):
+            time.sleep(max(0.0, began + n * args.every - time.monotonic()))
+            daemon.check("the soak")
+            row = sampler.sample(n * args.every / 60)
+            memory = [k for k in row if k in sampler.pids]
+            line = show([row], memory).splitlines()
+            h.say("\n".join(line if not printed else line[1:]))
+            printed = True
+    finally:
+        driver.stop()
+    memory = list(sampler.pids)
+    problems = verdict(sampler.rows, sampler.pids, args)
+    print(f"\nsoak: {args.minutes} min of mixed load at {args.rate} units/s on cs serve (production mode: "
+          f"{args.web_processes} API processes, {args.worker_processes} x {args.worker_threads} job threads); "
+          f"load average now {os.getloadavg()[0]:.2f} on {h.CPUS} CPUs")
+    print(show(sampler.rows, memory))
+    trend = slopes(sampler.rows, memory, args.warmup)
+    print("  RSS trend after the warm-up, MB an hour: "
+          + ", ".join(f"{role} {mb_h:+.1f}" for role, mb_h in trend.items()))
+    acked = load.acked
+    print(f"  acknowledged: {len(acked.events)} events, {len(acked.interventions)} interventions approved, "
+          f"{len(acked.actions)} dispatches; answers {dict(load.answers)}; received: webhooks "
+          f"{len(hooks.requests)}, dispatches {len(actions.requests)}, mails {len(mailbox.received)}")
+    print("verdict: " + ("ok (no memory growth beyond the warm-up, no growing backlog)" if not problems
+                         else "NOT ok: " + "; ".join(problems)))
+    return 1 if problems and args.strict else 0
+
+
+if __name__ == "__main__":
+    sys.exit(h.main("soak", __doc__, OPTIONS, run))
