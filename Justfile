@@ -29,7 +29,7 @@ test *ARGS: install
 # start processes, browsers or fault campaigns one at a time, then the JS SDK's tests.
 test-all: install
     .venv/bin/python -m pytest -n 3 --dist loadfile tests/unit tests/api tests/cli tests/sdk
-    .venv/bin/python -m pytest tests/integration tests/browser
+    .venv/bin/python -m pytest tests/integration tests/chaos tests/browser
     {{just_executable()}} test-js
 
 # The JS SDK's tests (node --test) against the real service; installs chromium if missing.
