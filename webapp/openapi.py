@@ -108,6 +108,9 @@ def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
     if ep.body is not None:
         op["requestBody"] = {"required": True,
                              "content": {"application/json": {"schema": ref_in(ep.body)}}}
+    elif ep.payload is not None:
+        op["requestBody"] = {"required": True,
+                             "content": {media: {"schema": schema} for media, schema in ep.payload.items()}}
     ok: dict[str, Any] = {"description": "Success"}
     if ep.response is not None:
         ok["content"] = {"application/json": {"schema": ref_out(ep.response)}}
@@ -115,7 +118,7 @@ def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
         ok["content"] = {"application/json": {"schema": {"type": "object"}}}
     responses: dict[str, Any] = {str(ep.status): ok}
     error_codes = set(ep.errors)
-    if ep.body is not None or ep.query is not None:
+    if ep.body is not None or ep.query is not None or ep.payload is not None:
         error_codes.add(400)
     error_codes.add(429)        # keyed: the key's limit; keyless: the client address's
     if rule is not None:
