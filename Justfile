@@ -43,6 +43,11 @@ screenshots: install
     sdk/js/scripts/ensure-browser.sh
     CS_SCREENSHOTS=docs/console .venv/bin/python -m pytest tests/browser -q -k "axe"
 
+# A long fuzzing run of every route on both backends (docs/api.md, Fuzzing): EXAMPLES
+# valid and as many invalid requests per operation (`just test` runs 10).
+fuzz EXAMPLES="100": install
+    CS_FUZZ_EXAMPLES={{EXAMPLES}} .venv/bin/python -m pytest tests/api/test_fuzz.py -q -s
+
 # Apply migrations to the configured database.
 migrate: install
     .venv/bin/cs db upgrade

@@ -25,8 +25,9 @@ log = logging.getLogger("webapp")
 MAX_BODY = 1024 * 1024
 RETRY_AFTER_OUTAGE = 5    # seconds a client waits before trying again while the database is away
 
-_HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 413: "payload_too_large", 429: "rate_limited"}
+HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 413: "payload_too_large", 414: "uri_too_long", 429: "rate_limited",
+               431: "headers_too_large"}
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
@@ -61,7 +62,7 @@ def _install_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
         status = exc.code or 500
-        code = _HTTP_CODES.get(status, "internal" if status >= 500 else "validation_failed")
+        code = HTTP_CODES.get(status, "internal" if status >= 500 else "validation_failed")
         message = {404: "no such endpoint", 405: "method not allowed on this endpoint",
                    413: f"request body larger than {MAX_BODY} bytes"}.get(status, exc.description)
         resp = Response(json.dumps({"error": message, "code": code}), status=status,

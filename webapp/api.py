@@ -38,6 +38,7 @@ class Endpoint:
     errors: tuple[int, ...] = ()
     tag: str = ""
     responses: dict[int, type[BaseModel] | None] = field(default_factory=dict)
+    payload: dict[str, dict] | None = None   # a body the handler reads itself: media type → JSON Schema
     credentials: Callable[[], str | None] | None = None
     atomic: bool = True   # one transaction for the whole request
     configures: bool = False   # changes live configuration no path id names: test keys refused
@@ -82,8 +83,8 @@ class Api:
 
     def route(self, method: str, path: str, *, access: str, summary: str, body=None,
               query=None, response=None, status: int = 200, errors: tuple[int, ...] = (),
-              responses: dict | None = None, credentials: Callable[[], str | None] | None = None,
-              atomic: bool | None = None, configures: bool = False, address_limit: str = "keyless"):
+              responses: dict | None = None, payload: dict[str, dict] | None = None,
+              credentials: Callable[[], str | None] | None = None, atomic: bool | None = None, configures: bool = False, address_limit: str = "keyless"):
         """`credentials` finds the API key where a platform's own client puts it (the
         connectors' native routes); by default it is the bearer token. A GET runs without
         a transaction around it (`atomic=False`: no BEGIN/COMMIT round trips) unless it
@@ -92,7 +93,10 @@ class Api:
         it in the path (settings, a new webhook endpoint): a test key may not make it
         (cs_daemon/auth/testmode.py; path ids are judged by what they name). A keyless
         (`public`) endpoint is limited per client address: `address_limit` is "keyless"
-        (CS_ADDRESS_RATE_LIMIT) or "health" (CS_HEALTH_RATE_LIMIT)."""
+        (CS_ADDRESS_RATE_LIMIT) or "health" (CS_HEALTH_RATE_LIMIT). `payload` documents a
+        body the handler parses itself (a platform's own format, a signed webhook): for
+        each media type it accepts, the JSON Schema of what it reads; such a body is
+        answered 400 when it cannot be read, like a validated one."""
         if access not in ACCESS:
             raise ValueError(f"unknown access class {access!r}")
         if address_limit not in ADDRESS_LIMITS:
@@ -102,7 +106,7 @@ class Api:
             self.endpoints.append(Endpoint(
                 method=method.upper(), path=path, access=access, handler=fn, summary=summary,
                 body=body, query=query, response=response, status=status, errors=errors,
-                tag=self.tag, responses=responses or {}, credentials=credentials,
+                tag=self.tag, responses=responses or {}, payload=payload, credentials=credentials,
                 atomic=method.upper() != "GET" if atomic is None else atomic, configures=configures,
                 address_limit=address_limit,
             ))

@@ -3,8 +3,28 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
+
+from gunicorn import util
+
+
+def write_error(sock, status: int, reason: str, message: str) -> None:
+    """gunicorn's own refusals, made before the app sees the request (a request line over
+    4094 bytes: 414, too many or too long headers: 431, a malformed request: 400), in
+    the API's error shape instead of gunicorn's HTML page (docs/api.md, Errors)."""
+    from webapp import HTTP_CODES
+
+    code = HTTP_CODES.get(status, "internal" if status >= 500 else "validation_failed")
+    text = f"{reason.lower()}: {message}" if message else reason.lower()
+    body = json.dumps({"error": text, "code": code}).encode()
+    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    util.write_nonblock(sock, head.encode("latin1") + body)
+
+
+util.write_error = write_error   # gunicorn's workers answer their refusals through util.write_error
 
 
 def on_starting(server) -> None:

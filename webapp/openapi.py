@@ -23,6 +23,7 @@ _ERROR_TEXT = {
     404: "Not found (also for another tenant's ids)",
     409: "Conflict with the current state",
     410: "Gone",
+    414: "Request line too long (over 4094 bytes in production mode)",
     429: "Rate limit reached (see Retry-After)",
     503: "A dependency is not configured or not reachable",
 }
@@ -107,6 +108,9 @@ def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
     if ep.body is not None:
         op["requestBody"] = {"required": True,
                              "content": {"application/json": {"schema": ref_in(ep.body)}}}
+    elif ep.payload is not None:
+        op["requestBody"] = {"required": True,
+                             "content": {media: {"schema": schema} for media, schema in ep.payload.items()}}
     ok: dict[str, Any] = {"description": "Success"}
     if ep.response is not None:
         ok["content"] = {"application/json": {"schema": ref_out(ep.response)}}
@@ -114,9 +118,10 @@ def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
         ok["content"] = {"application/json": {"schema": {"type": "object"}}}
     responses: dict[str, Any] = {str(ep.status): ok}
     error_codes = set(ep.errors)
-    if ep.body is not None or ep.query is not None:
+    if ep.body is not None or ep.query is not None or ep.payload is not None:
         error_codes.add(400)
     error_codes.add(429)        # keyed: the key's limit; keyless: the client address's
+    error_codes.add(414)        # any request line can be too long for the HTTP server
     if rule is not None:
         error_codes.update({401, 403})
     for code in sorted(error_codes):

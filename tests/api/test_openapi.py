@@ -52,3 +52,17 @@ def test_secured_operations_declare_bearer_and_their_access(client):
     assert kill["x-access"]["roles"] == ["admin"]
     assert doc["paths"]["/api/health"]["get"]["security"] == []
     assert "503" in doc["paths"]["/api/health"]["get"]["responses"]
+
+
+def test_bodies_a_handler_reads_itself_are_documented_with_their_400(client):
+    """The connectors and Stripe's webhook parse their own bodies: the document still says
+    what they take, and that a body they cannot read is a 400."""
+    doc = client.get("/api/openapi.json").json
+    mixpanel = doc["paths"]["/api/connectors/connector-b/track"]["post"]
+    assert set(mixpanel["requestBody"]["content"]) == {"application/json", "application/x-www-form-urlencoded"}
+    for path in ("/api/connectors/connector-a", "/api/connectors/connector-a/v1/batch",
+                 "/api/connectors/connector-c/2/httpapi", "/api/billing/webhook"):
+        op = doc["paths"][path]["post"]
+        assert op["requestBody"]["required"] is True, path
+        assert "application/json" in op["requestBody"]["content"], path
+        assert op["responses"]["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody"), path

@@ -205,6 +205,25 @@ def test_production_serve_is_healthy_and_stops_every_child(tmp_path, migrated_db
         tree.kill()
 
 
+def test_production_serve_refuses_a_too_long_request_line_in_the_error_shape(tmp_path, migrated_db, redis_prefix):
+    """gunicorn refuses a request line over 4094 bytes before the app sees it: the 414 is
+    JSON in the API's error shape (the document lists it), not gunicorn's HTML page."""
+    sup = Service([CS, "serve", "--port", str(free_port())], env=_prod_env(migrated_db, redis_prefix, tmp_path),
+                  cwd=tmp_path, log=tmp_path / "serve.err")
+    tree = Tree(sup)
+    try:
+        url = sup.wait_for_line(SERVING).group(1)
+        poll_http(f"{url}/api/health", until=lambda r: tree.record() is not None and r.status_code == 200,
+                  timeout=40, service=sup)
+        resp = requests.get(f"{url}/api/unsubscribe", params={"token": "x" * 5000}, timeout=10)
+        assert resp.status_code == 414
+        assert resp.headers["Content-Type"] == "application/json"
+        assert resp.json()["code"] == "uri_too_long" and resp.json()["error"].startswith("uri too long")
+        assert requests.get(f"{url}/api/unsubscribe", params={"token": "x" * 4000}, timeout=10).status_code == 400
+    finally:
+        tree.kill()
+
+
 def test_production_serve_refuses_an_unmigrated_database(tmp_path, redis_prefix):
     """Against a database `cs db upgrade` never ran on, `cs serve` starts nothing and exits
     non-zero with one line saying what to run."""

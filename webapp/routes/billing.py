@@ -30,6 +30,7 @@ def get_portal(call: Call):
 
 
 @api.route("POST", "/api/billing/webhook", access="public", response=WebhookReceived, errors=(400, 503),
+           payload={"application/json": {"type": "object", "description": "A Stripe event, as Stripe signs it"}},
            summary="Stripe's webhook (verified by Stripe-Signature): keeps plan_tier and plan_status "
                    "in step with the subscription")
 def post_webhook(call: Call):

@@ -26,6 +26,18 @@ A = "/api/connectors/connector-a"
 B = "/api/connectors/connector-b"
 C = "/api/connectors/connector-c"
 
+# what each platform's client sends (parsed and checked by cs_daemon/connectors/, not by
+# a model): documented as the request body; `Content-Encoding: gzip` is accepted too
+_RECORD = {"type": "object"}
+SEGMENT_BODY = {"application/json": _RECORD}
+MIXPANEL_BODY = {
+    "application/json": {"anyOf": [_RECORD, {"type": "array", "items": _RECORD}]},
+    "application/x-www-form-urlencoded": {"type": "object", "required": ["data"],
+                                          "properties": {"data": {"type": "string"}}},
+}
+AMPLITUDE_BODY = {"application/json": {"type": "object", "required": ["events"], "properties": {
+    "api_key": {"type": "string"}, "events": {"type": "array", "items": _RECORD}}}}
+
 
 class ConnectorApi(Api):
     def blueprint(self) -> Blueprint:
@@ -61,19 +73,19 @@ def _result(ingested: IngestResult) -> ConnectorResult:
 
 # -- our answer at the spec paths (bearer key) ------------------------------------------
 
-@api.route("POST", A, access="ingest", response=ConnectorResult,
+@api.route("POST", A, access="ingest", response=ConnectorResult, payload=SEGMENT_BODY,
            summary="Segment messages: one message, or {batch: [...]}")
 def post_connector_a(call: Call):
     return _result(_ingest(call, "connector-a", segment.normalise, json_payload()))
 
 
-@api.route("POST", B, access="ingest", response=ConnectorResult,
+@api.route("POST", B, access="ingest", response=ConnectorResult, payload=MIXPANEL_BODY,
            summary="Mixpanel records: one event or profile update, or an array of them")
 def post_connector_b(call: Call):
     return _result(_ingest(call, "connector-b", mixpanel.normalise, mixpanel_payload()))
 
 
-@api.route("POST", C, access="ingest", response=ConnectorResult,
+@api.route("POST", C, access="ingest", response=ConnectorResult, payload=AMPLITUDE_BODY,
            summary="Amplitude HTTP V2 payload: {api_key, events: [...]}")
 def post_connector_c(call: Call):
     return _result(_ingest(call, "connector-c", amplitude.normalise, json_payload()))
@@ -88,7 +100,7 @@ def _segment_route(kind: str) -> None:
 
     handler.__name__ = f"post_connector_a_v1_{kind}"
     api.route("POST", f"{A}/v1/{kind}", access="ingest", credentials=segment_key,
-              response=SegmentAnswer,
+              response=SegmentAnswer, payload=SEGMENT_BODY,
               summary=f"Segment tracking API /v1/{kind} (Basic with the key as user, or Bearer)")(handler)
 
 
@@ -103,7 +115,7 @@ def _mixpanel_route(name: str) -> None:
 
     handler.__name__ = f"post_connector_b_{name}"
     api.route("POST", f"{B}/{name}", access="ingest", credentials=mixpanel_key,
-              response=MixpanelAnswer,
+              response=MixpanelAnswer, payload=MIXPANEL_BODY,
               summary=f"Mixpanel ingestion API /{name} (token in the records, Basic or Bearer)")(handler)
 
 
@@ -121,7 +133,7 @@ def _amplitude_route(path: str, name: str) -> None:
 
     handler.__name__ = f"post_connector_c_{name}"
     api.route("POST", f"{C}{path}", access="ingest", credentials=amplitude_key,
-              response=AmplitudeAnswer,
+              response=AmplitudeAnswer, payload=AMPLITUDE_BODY,
               summary=f"Amplitude {path} (api_key in the body, or Bearer)")(handler)
 
 
