@@ -16,7 +16,7 @@ def runtime(*, migrate_embedded: bool = True) -> Runtime:
     """The runtime for a command. The embedded SQLite database is brought up to date on
     the way; a production database must have been upgraded with `cs db upgrade`."""
     settings = _loaded() or load_settings()
-    setup_logging(settings.cs_log_level)
+    setup_logging(settings.cs_log_level, settings.cs_log_format)
     if settings.is_sqlite and migrate_embedded:
         migrate.upgrade(settings)
     return Runtime(settings)

@@ -18,6 +18,7 @@ from .db import session_scope
 from .jobs import broker as jobs_broker
 from .jobs import context, registry
 from .jobs.heartbeat import WorkerHeartbeat
+from .jobs.logcontext import JobLogContext
 from .jobs.scheduler import Scheduler
 
 
@@ -54,7 +55,7 @@ class Runtime:
         context.set_runtime(self)
         registry.load_actors()
         return jobs_broker.install(
-            self.settings, [WorkerHeartbeat(self.cache), Scheduler(self.cache, registry.periodic)]
+            self.settings, [JobLogContext(), WorkerHeartbeat(self.cache), Scheduler(self.cache, registry.periodic)]
         )
 
     def start_worker(self) -> dramatiq.Worker:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from flask import Flask, Response, g
+from flask import Flask, Response, g, request
 from sqlalchemy.orm.exc import StaleDataError
 from werkzeug.exceptions import HTTPException
 
@@ -14,7 +14,7 @@ from cs_daemon.config import Settings, load_settings
 from cs_daemon.errors import Conflict, ServiceError
 from cs_daemon.runtime import Runtime
 
-from . import browser, console
+from . import browser, console, requests_log
 from .api import Api, error_response
 
 log = logging.getLogger("webapp")
@@ -44,6 +44,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.json.sort_keys = False
     app.extensions["cs"] = rt
+    requests_log.install(app)
     for api in all_apis():
         app.register_blueprint(api.blueprint())
     _install_error_handlers(app)
@@ -83,6 +84,7 @@ def _install_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
-        log.exception("unhandled error")
+        # once, with its traceback; the line names the request id the response carries
+        log.exception("unhandled error answering %s %s", request.method, request.path)
         return Response(json.dumps({"error": "internal server error", "code": "internal"}),
                         status=500, mimetype="application/json")

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
-from cs_daemon import addresses, jsontext
+from cs_daemon import addresses, jsontext, logs
 from cs_daemon.auth import keys, testmode
 from cs_daemon.auth.admission import admit, admit_address
 from cs_daemon.auth.access import ACCESS, refusal
@@ -147,6 +147,7 @@ def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
         raise Unauthorized("missing or malformed API key")
     caller, verdict = admit(session, raw, cache=rt.cache, memo=rt.key_memo, now=rt.now())
     session.info["tenant_id"] = caller.tenant_id
+    logs.set_tenant(caller.tenant_id)
     g.rate_headers = verdict.headers()
     if not verdict.allowed:
         raise RateLimited(f"rate limit of {verdict.limit} requests a minute reached; retry in {verdict.retry_after} s")

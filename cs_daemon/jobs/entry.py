@@ -2,12 +2,11 @@
 it installs the broker from the settings and imports every actor module. A bad setting
 ends the process with exit code 2, which stops dramatiq (and `cs serve`, `cs worker`)."""
 
-import logging
-
 from cs_daemon.config import load_settings_or_exit
+from cs_daemon.logs import adopt_handlers
 
 from cs_daemon.runtime import Runtime
 
 settings = load_settings_or_exit()
-logging.getLogger().setLevel(settings.cs_log_level)   # dramatiq's CLI has set up the handlers
+adopt_handlers(settings.cs_log_level, settings.cs_log_format)   # dramatiq's CLI has set up the handlers
 broker = Runtime(settings).install_broker()

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
+from .. import logs
+
 log = logging.getLogger(__name__)
 
 FAILURES_KEY = "sweeps:failures"        # a hash: "<sweep>:<tenant id>" -> the failure as JSON
@@ -46,21 +48,26 @@ def for_each_tenant(rt, sweep: str, tenant_ids: Iterable[str], work: Callable[[s
     tally = Tally()
     for tenant_id in tenant_ids:
         tally.tenants += 1
-        try:
-            tally.done += work(tenant_id) or 0
-        except Exception as exc:  # the boundary: this tenant's failure is recorded, the rest go on
-            tally.failed.append(tenant_id)
-            if isinstance(exc, SkippedStoredData):
-                log.warning("%s: tenant %s: %s", sweep, tenant_id, exc)
-            else:
-                log.exception("%s: tenant %s failed: %s", sweep, tenant_id, _one_line(exc))
-            _record(rt, sweep, tenant_id, exc, failing.get(tenant_id))
-        else:
-            if tenant_id in failing:
-                _forget(rt.cache, [f"{sweep}:{tenant_id}"])
+        with logs.bind(tenant_id=tenant_id):
+            _one_tenant(rt, sweep, tenant_id, work, tally, failing)
     if tally.failed:
         log.warning("%s: %d of %d tenants failed", sweep, len(tally.failed), tally.tenants)
     return tally
+
+
+def _one_tenant(rt, sweep: str, tenant_id: str, work, tally: Tally, failing: dict) -> None:
+    try:
+        tally.done += work(tenant_id) or 0
+    except Exception as exc:  # the boundary: this tenant's failure is recorded, the rest go on
+        tally.failed.append(tenant_id)
+        if isinstance(exc, SkippedStoredData):
+            log.warning("%s: tenant %s: %s", sweep, tenant_id, exc)
+        else:
+            log.exception("%s: tenant %s failed: %s", sweep, tenant_id, _one_line(exc))
+        _record(rt, sweep, tenant_id, exc, failing.get(tenant_id))
+    else:
+        if tenant_id in failing:
+            _forget(rt.cache, [f"{sweep}:{tenant_id}"])
 
 
 def failures(cache, now: datetime) -> list[dict]:
