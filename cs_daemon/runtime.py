@@ -55,7 +55,7 @@ class Runtime:
         context.set_runtime(self)
         registry.load_actors()
         return jobs_broker.install(
-            self.settings, [JobLogContext(), WorkerHeartbeat(self.cache), Scheduler(self.cache, registry.periodic)]
+            self.settings, [JobLogContext(), WorkerHeartbeat(self.cache, self), Scheduler(self.cache, registry.periodic)]
         )
 
     def start_worker(self) -> dramatiq.Worker:

@@ -14,7 +14,7 @@ from cs_daemon.config import Settings, load_settings
 from cs_daemon.errors import Conflict, ServiceError
 from cs_daemon.runtime import Runtime
 
-from . import browser, console, requests_log
+from . import browser, console, metrics_route, requests_log
 from .api import Api, error_response
 
 log = logging.getLogger("webapp")
@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
         app.register_blueprint(api.blueprint())
     _install_error_handlers(app)
     browser.install(app)
+    metrics_route.install(app)
     app.register_blueprint(console.blueprint())
 
     @app.after_request

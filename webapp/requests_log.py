@@ -10,10 +10,20 @@ import time
 
 from flask import Flask, Response, g, request
 
-from cs_daemon import logs
+from cs_daemon import logs, metrics
 
 HEADER = "X-Request-Id"
 access = logging.getLogger("webapp.access")
+
+
+def _count(status: int, seconds: float) -> None:
+    """Requests by their URL rule (not the raw path: ids would make a series each)."""
+    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    try:
+        metrics.REQUESTS.labels(method=request.method, route=route, status=str(status)).inc()
+        metrics.LATENCY.labels(method=request.method, route=route).observe(seconds)
+    except Exception as exc:   # a metric never fails the request
+        access.debug("request not counted: %s", exc)
 
 
 def install(app: Flask) -> None:
@@ -30,8 +40,9 @@ def install(app: Flask) -> None:
             resp.headers[HEADER] = rid
         started = g.get("request_started")
         if started is not None:
-            access.info("%s %s %s %.1f ms", request.method, request.path, resp.status_code,
-                        (time.perf_counter() - started) * 1000)
+            seconds = time.perf_counter() - started
+            access.info("%s %s %s %.1f ms", request.method, request.path, resp.status_code, seconds * 1000)
+            _count(resp.status_code, seconds)
         return resp
 
     @app.teardown_request

@@ -24,6 +24,7 @@ from typing import Callable
 from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from .. import metrics
 from .. import crypto
 from ..db import locked, new_id, on_commit, on_commit_each
 from ..errors import InvalidState, NotFound
@@ -291,7 +292,9 @@ def attempt(rt, delivery_id: str) -> str | None:
         return None
     outcome = send(rt, claimed, started)
     with rt.session() as session:
-        return record(session, claimed, outcome, at=started, now=rt.now())
+        status = record(session, claimed, outcome, at=started, now=rt.now())
+    metrics.bump(metrics.DELIVERIES, channel=claimed.kind, status=status or "superseded")
+    return status
 
 
 def due(session: Session, now: datetime, limit: int = 500, *, grace: timedelta = timedelta(0)) -> list[str]:
