@@ -20,6 +20,8 @@ from prometheus_client.core import GaugeMetricFamily
 log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+if os.environ.get(MULTIPROC_ENV):   # a directory named but not made yet would stop the import
+    os.makedirs(os.environ[MULTIPROC_ENV], exist_ok=True)
 OVERDUE_AFTER = timedelta(minutes=5)   # due this long ago and still not attempted: a stuck delivery
 
 REQUESTS = Counter("cs_http_requests_total", "HTTP requests answered, by route (the URL rule) and status",
