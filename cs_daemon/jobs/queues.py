@@ -8,6 +8,8 @@ import json
 import time
 from dataclasses import dataclass
 
+from dramatiq.brokers.stub import StubBroker
+
 from ..cache import Cache
 
 QUEUES = ("default",)
@@ -54,6 +56,6 @@ def _stub_depth(name: str) -> Depth:
     from . import broker as jobs_broker
 
     stub = jobs_broker.current()
-    ready = getattr(stub, "queues", {}).get(name)
-    delayed = getattr(stub, "queues", {}).get(name + ".DQ")
+    held = stub.queues if isinstance(stub, StubBroker) else {}   # this process's queues, when they are here
+    ready, delayed = held.get(name), held.get(name + ".DQ")
     return Depth(name, ready.qsize() if ready is not None else 0, delayed.qsize() if delayed is not None else 0, None)
