@@ -151,3 +151,26 @@ def test_a_sweep_counts_its_duration_and_each_failing_tenant(mclient, mrt):
     assert value(after, "cs_sweep_tenant_failures_total", sweep="sweep_metrics_test", tenant_id="t-bad") - \
         value(before, "cs_sweep_tenant_failures_total", sweep="sweep_metrics_test", tenant_id="t-bad") == 1
     assert value(after, "cs_sweep_tenant_failures_total", sweep="sweep_metrics_test", tenant_id="t-ok") == 0
+
+
+def test_llm_calls_and_tokens_count(mclient, settings):
+    from cs_daemon.integrations.llm import MessageWriter
+    from tests.support.openai_server import OpenAIServer, Reply, model_answer
+
+    model = OpenAIServer(script=[model_answer("Hi Ada", "Because"), Reply(status=500)])
+    try:
+        writer = MessageWriter.from_settings(settings.model_copy(update={
+            "openai_base_url": model.base_url, "openai_model": model.model, "openai_api_key": "sk-test"}))
+        before = scrape(mclient)
+        for _ in range(2):
+            writer.write(channel="email", user={"name": "Ada"}, playbook={"name": "p"}, brand=None,
+                         decision_reasoning="r", template_message="Hello")
+        after = scrape(mclient)
+    finally:
+        model.close()
+    assert value(after, "cs_llm_calls_total", outcome="ok") - value(before, "cs_llm_calls_total", outcome="ok") == 1
+    assert value(after, "cs_llm_calls_total", outcome="unavailable") - \
+        value(before, "cs_llm_calls_total", outcome="unavailable") == 1
+    assert value(after, "cs_llm_tokens_total", kind="prompt") - value(before, "cs_llm_tokens_total", kind="prompt") == 10
+    assert value(after, "cs_llm_tokens_total", kind="completion") - \
+        value(before, "cs_llm_tokens_total", kind="completion") == 10
