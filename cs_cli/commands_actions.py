@@ -21,6 +21,7 @@ from cs_daemon.external.schemas import ActionPublic
 from cs_daemon.tenants import service as tenants
 from cs_daemon.webhooks.schemas import DeliveryPublic
 
+from . import tenant_option
 from .commands_webhooks import _excerpt, _last_result, _short_time, _when, parse_since
 from .context import runtime
 from .output import out, print_json, table
@@ -50,7 +51,7 @@ def _status(status: str | None, colours: dict[str, str] = STATUS_COLOURS) -> str
 
 @app.command("list")
 def list_(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     status: Status = typer.Option(None, "--status", help="Only actions in this status."),
     provider: str = typer.Option(None, "--provider", help="Only actions of this provider."),
     user_id: str = typer.Option(None, "--user-id", help="Only actions for this user."),
@@ -83,7 +84,7 @@ def list_(
 @app.command("show")
 def show(
     action_id: str = typer.Argument(..., metavar="ACTION_ID", help="Action id (from `cs actions list`)."),
-    tenant: str = typer.Option(None, "--tenant", help="Only look in this tenant."),
+    tenant: str = tenant_option.option(required=False, help="Only look in this tenant (id or slug; default: CS_TENANT)."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """One external action (of any tenant, or of --tenant), its dispatch attempts and outcome."""

@@ -8,6 +8,7 @@ from rich.table import Table
 from cs_daemon.analytics import service
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
 from .output import out, print_json
 
@@ -16,7 +17,7 @@ def register(app: typer.Typer) -> None:
     @app.command("analytics")
     def analytics(
         view: str = typer.Argument(None, help="uplift: only each playbook's uplift, as a table."),
-        tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+        tenant: str = tenant_option.option(),
         range_: str = typer.Option("30d", "--range", help="7d, 30d or 90d."),
         json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
     ):

@@ -4,14 +4,18 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from cs_daemon.customers import service
+from cs_daemon.customers import search, service
+from cs_daemon.customers.schemas import CustomerListItem, NextAction
+from cs_daemon.engine.scoring import RISK_LEVELS, STAGES
+from cs_daemon.interventions.by_user import next_actions
 from cs_daemon.customers.schemas import CustomerDetail, CustomerEvent
 from cs_daemon.interventions import by_user
 from cs_daemon.interventions.schemas import InterventionPublic
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
-from .output import out, print_json, table
+from .output import Failure, out, print_json, table
 
 app = typer.Typer(help="Customers (the tenant's end users).", no_args_is_help=True)
 
@@ -20,10 +24,54 @@ STAGE_COLOURS = {"new": "cyan", "onboarding": "blue", "activated": "green", "eng
 RISK_COLOURS = {"low": "green", "medium": "yellow", "high": "red", "critical": "bold red"}
 
 
+@app.command("list")
+def list_(
+    tenant: str = tenant_option.option(),
+    stage: str = typer.Option(None, "--stage", help=f"Only this lifecycle stage ({', '.join(STAGES)})."),
+    risk: str = typer.Option(None, "--risk", help=f"Only this risk level ({', '.join(RISK_LEVELS)})."),
+    trait: str = typer.Option(None, "--trait", help="Only users with this trait (a segment, e.g. plan)..."),
+    value: str = typer.Option(None, "--value", help="...equal to this value (true/false and numbers typed)."),
+    search_: str = typer.Option(None, "--search", help="Text in the id, name, email or company."),
+    limit: int = typer.Option(50, "--limit", min=1, max=1000, help="How many, newest first."),
+    cursor: str = typer.Option(None, "--cursor", help="Continue after a page (its next_cursor)."),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
+):
+    """The tenant's customers, newest first, with filters (the console's: stage, risk, a trait)."""
+    _check_choice("--stage", stage, STAGES)
+    _check_choice("--risk", risk, RISK_LEVELS)
+    if value is not None and not trait:
+        raise Failure("--value goes with --trait", "usage", 2)
+    rt = runtime()
+    with rt.session(tenant) as s:
+        tree = search.filters(stage=stage, risk=risk, trait=trait, trait_value=value)
+        page = search.find(s, now=rt.now(), q=search_, tree=tree, cursor=cursor, limit=limit)
+        upcoming = next_actions(s, tenant, [c.id for c in page.customers])
+        rows = [CustomerListItem.of(c, next_action=_next(upcoming.get(c.id))) for c in page.customers]
+    if json_:
+        print_json({"customers": [r.model_dump(mode="json") for r in rows], "next_cursor": page.next_cursor})
+        return
+    table("Customers", ["id", "name", "stage", "risk", "health", "last activity"],
+          [[r.id, r.name if r.name != r.id else "", f"[{STAGE_COLOURS.get(r.lifecycle_stage, 'white')}]{r.lifecycle_stage}[/]",
+            f"[{RISK_COLOURS.get(r.risk_level, 'white')}]{r.risk_level}[/]", f"{r.health:5.1f}", r.last_activity_at]
+           for r in rows])
+    if page.next_cursor:
+        out.print(f"more: --cursor {page.next_cursor}", highlight=False)
+
+
+def _next(action) -> NextAction | None:
+    return None if action is None else NextAction(channel=action.channel, status=action.status,
+                                                  playbook=action.playbook, intervention_id=action.intervention_id)
+
+
+def _check_choice(option: str, value: str | None, allowed) -> None:
+    if value is not None and value not in allowed:
+        raise Failure(f"{option} must be one of {', '.join(allowed)}", "validation_failed", 2)
+
+
 @app.command("show")
 def show(
     user_id: str = typer.Argument(..., help="The tenant's user id."),
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     events: int = typer.Option(20, "--events", min=0, max=100, help="How many recent events to show."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):

@@ -7,6 +7,7 @@ from cs_daemon.decisions import service
 from cs_daemon.decisions.schemas import DryRunResponse
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
 from .output import out, print_json
 
@@ -19,7 +20,7 @@ VERDICT_STYLE = {"picked": "bold green", "eligible": "green", "rejected": "yello
 @app.command("dry-run")
 def dry_run(
     user_id: str = typer.Argument(..., help="The tenant's user id."),
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """The decision the engine would take for a user now, and why each playbook matched

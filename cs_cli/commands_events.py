@@ -12,6 +12,7 @@ from cs_daemon.connectors.backfill import BATCH, Backfill, Summary
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
 from .output import Failure, print_json, success, table
 
@@ -28,7 +29,7 @@ class Format(str, Enum):
 @app.command("import")
 def import_(
     file: Path = typer.Argument(..., help="The file to import: one record a line."),
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     format_: Format = typer.Option(
         Format.jsonl, "--format",
         help="jsonl: one /api/track event a line; segment, mixpanel, amplitude: one platform record a line."),

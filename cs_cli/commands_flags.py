@@ -6,6 +6,7 @@ import typer
 
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
 from .output import print_json, success
 
@@ -19,7 +20,7 @@ def register(app: typer.Typer) -> None:
     @app.command("kill-switch")
     def kill_switch(
         state: OnOff = typer.Argument(..., help="on: nothing leaves the service; off: resume."),
-        tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+        tenant: str = tenant_option.option(),
         json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
     ):
         """Turn a tenant's kill switch on or off."""
@@ -34,7 +35,7 @@ def register(app: typer.Typer) -> None:
     @app.command("shadow-mode")
     def shadow_mode(
         state: OnOff = typer.Argument(..., help="on: record decisions, deliver nothing (72 h)."),
-        tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+        tenant: str = tenant_option.option(),
         json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
     ):
         """Turn a tenant's shadow mode on (for 72 hours) or off."""

@@ -7,6 +7,7 @@ from cs_daemon.interventions import service
 from cs_daemon.interventions.models import Intervention
 from cs_daemon.interventions.schemas import EscalationPublic, InterventionPublic
 
+from . import tenant_option
 from .context import runtime
 from .output import print_json, success, table
 
@@ -21,7 +22,7 @@ STATUS_STYLE = {"planned": "cyan", "approved": "blue", "sent": "blue", "delivere
 
 @app.command("list")
 def list_(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     status: str = typer.Option(None, "--status", help="Only this status (planned, approved, sent, delivered, "
                                                         "failed, rejected, rolled_back, shadow, "
                                                         "held_out)."),
@@ -92,7 +93,7 @@ def flag(intervention_id: str, reason: str = typer.Option(..., "--reason", help=
 
 @escalations.command("list")
 def list_escalations(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     status: str = typer.Option(None, "--status", help="Only this status (open, handled, delegated)."),
     limit: int = typer.Option(50, "--limit", min=1, max=200, help="How many, newest first."),
     json_: bool = JSON,

@@ -10,6 +10,7 @@ from cs_daemon.errors import NotFound
 from cs_daemon.team.models import ROLES
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
 from .output import print_json, success, table
 
@@ -18,7 +19,7 @@ app = typer.Typer(help="API keys.", no_args_is_help=True)
 
 @app.command("issue")
 def issue(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     role: str = typer.Option(..., "--role", help="admin, editor or viewer."),
     permission: List[str] = typer.Option(..., "--permission", help=f"Repeatable: {', '.join(PERMISSIONS)}."),
     test: bool = typer.Option(False, "--test", help="A test-mode key (rt_test_)."),
@@ -45,7 +46,7 @@ def issue(
 
 @app.command("list")
 def list_(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     all_: bool = typer.Option(False, "--all", help="Include revoked keys."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):

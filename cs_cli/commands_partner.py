@@ -5,6 +5,7 @@ import typer
 from cs_daemon.partners import service as partners
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
 from .output import print_json, table
 
@@ -13,7 +14,7 @@ app = typer.Typer(help="Partner tenants and the customer tenants they provisione
 
 @app.command("customers")
 def customers(
-    tenant: str = typer.Option(..., "--tenant", help="The partner's tenant id."),
+    tenant: str = tenant_option.option(help="The partner's tenant id or slug (default: CS_TENANT)."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """List the customer tenants a partner provisioned."""

@@ -10,13 +10,15 @@ from pydantic import ValidationError
 from cs_daemon.errors import ValidationFailed
 from cs_daemon.schemas import error_details
 from cs_daemon.playbooks import service
-from cs_daemon.playbooks.schemas import PlaybookCreate
+from cs_daemon.playbooks.schemas import PlaybookCreate, PlaybookPublic
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
 from .output import Failure, print_json, success, table
 
-app = typer.Typer(help="Playbooks: audience previews and applying playbook files.", no_args_is_help=True)
+app = typer.Typer(help="Playbooks: listing, audience previews and applying playbook files.", no_args_is_help=True)
+STATUSES = ("draft", "active", "paused", "archived")
 
 
 def _load(source: str) -> object:
@@ -36,9 +38,35 @@ def _load(source: str) -> object:
                       "validation_failed", 2) from None
 
 
+@app.command("list")
+def list_(
+    tenant: str = tenant_option.option(),
+    status: str = typer.Option(None, "--status", help="Only this status (draft, active, paused, archived)."),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
+):
+    """The tenant's playbooks, oldest first, with each one's observed success rate."""
+    if status is not None and status not in STATUSES:
+        raise Failure(f"--status must be one of {', '.join(STATUSES)}", "validation_failed", 2)
+    rt = runtime()
+    with rt.session(tenant) as s:
+        rates = service.success_rates(s)
+        rows = []
+        for playbook in service.list_all(s):
+            if status is None or playbook.status == status:
+                public = PlaybookPublic.model_validate(playbook)
+                public.success_rate = rates.get(playbook.id)
+                rows.append(public)
+    if json_:
+        print_json({"playbooks": [r.model_dump(mode="json") for r in rows]})
+        return
+    table("Playbooks", ["name", "id", "status", "area", "success rate", "created"],
+          [[r.name, r.id, r.status, r.lifecycle_area or "", "" if r.success_rate is None else f"{r.success_rate:.0%}",
+            r.created_at] for r in rows])
+
+
 @app.command("preview-count")
 def preview_count(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     conditions: str = typer.Option(..., "--conditions", help="An entry-condition tree: JSON text or a file."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
@@ -59,7 +87,7 @@ def preview_count(
 @app.command("apply")
 def apply(
     file: str = typer.Argument(..., help="A .yaml/.yml or .json file: one playbook or a list of them."),
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """Create or update playbooks from a file, matched by name (safe to run again).

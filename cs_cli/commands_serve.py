@@ -7,6 +7,7 @@ import threading
 
 import typer
 
+from cs_daemon.jobs.heartbeat import ProcessHeartbeat
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 
@@ -57,6 +58,7 @@ def serve_embedded(rt: Runtime, host: str, port: int, demo: bool) -> None:
     demo_key = _demo_tenant(rt) if demo else None
     app = create_app(runtime=rt)
     rt.start_worker()
+    heartbeat = ProcessHeartbeat(rt, "api").start()   # read by `cs status`
     server = make_server(host, port, app, threaded=True)
     url = f"http://{host}:{server.server_port}"
     out.print(f"[bold green]cs[/bold green] serving on [bold]{url}[/bold] (embedded: {rt.settings.db_url.split('///')[-1]}, in-process worker)")
@@ -75,6 +77,7 @@ def serve_embedded(rt: Runtime, host: str, port: int, demo: bool) -> None:
         server.serve_forever()
     finally:
         server.server_close()
+        heartbeat.stop()
         rt.stop_worker()
         out.print("stopped")
 

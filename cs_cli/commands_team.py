@@ -6,6 +6,7 @@ from cs_daemon.team import mail, service
 from cs_daemon.team.models import ROLES
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .context import runtime
 from .output import print_json, success, table
 
@@ -14,7 +15,7 @@ app = typer.Typer(help="Team members and invitations.", no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """Members and pending invitations."""
@@ -39,7 +40,7 @@ def list_(
 def invite(
     email: str = typer.Argument(..., help="Email address to invite."),
     role: str = typer.Option("viewer", "--role", help="admin, editor or viewer."),
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """Invite someone; prints the invitation token (valid 7 days) and emails it when SMTP_URL is set."""

@@ -5,6 +5,7 @@ import typer
 from cs_daemon import plans
 from cs_daemon.tenants import service as tenants
 
+from . import tenant_option
 from .commands_flags import OnOff
 from .context import runtime
 from .output import out, print_json, success, table
@@ -29,7 +30,8 @@ def create(
     with rt.session() as s:
         made = tenants.create(s, name=name, owner_email=owner_email, now=rt.now(),
                               plan_tier=plan, partner=partner)
-    result = {"tenant_id": made.tenant.id, "api_key": made.key.secret, "member_id": made.owner.id}
+    result = {"tenant_id": made.tenant.id, "slug": made.tenant.slug, "api_key": made.key.secret,
+              "member_id": made.owner.id}
     if json_:
         print_json(result)
         return
@@ -61,7 +63,7 @@ def list_(json_: bool = typer.Option(False, "--json", help="Print a JSON documen
 
 @app.command("set-partner")
 def set_partner(
-    tenant_id: str = typer.Argument(..., help="Tenant id."),
+    tenant_id: str = tenant_option.argument(),
     state: OnOff = typer.Argument(..., help="on: the tenant may use the partner API; off: it may not."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):

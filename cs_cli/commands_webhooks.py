@@ -24,8 +24,9 @@ from cs_daemon.errors import NotFound
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 from cs_daemon.webhooks import service as webhooks
-from cs_daemon.webhooks.schemas import DeliveryPublic
+from cs_daemon.webhooks.schemas import DeliveryPublic, EndpointPublic
 
+from . import tenant_option
 from .context import runtime
 from .output import Failure, out, print_json, success, table
 
@@ -56,11 +57,30 @@ def parse_since(value: str) -> timedelta:
     return window
 
 
+# -- endpoints -------------------------------------------------------------------------------
+
+@app.command("endpoints")
+def endpoints(
+    tenant: str = tenant_option.option(),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
+):
+    """The tenant's active webhook endpoints (never their signing secrets), oldest first."""
+    rt = runtime()
+    with rt.session(tenant) as s:
+        rows = [EndpointPublic.model_validate(e) for e in webhooks.list_active(s)]
+    if json_:
+        print_json({"endpoints": [r.model_dump(mode="json") for r in rows]})
+        return
+    table("Webhook endpoints", ["id", "url", "events", "description", "created"],
+          [[r.id, r.url, "all" if r.subscribed_events is None else ", ".join(r.subscribed_events),
+            r.description or "", r.created_at] for r in rows])
+
+
 # -- the log ---------------------------------------------------------------------------------
 
 @app.command("deliveries")
 def deliveries(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     endpoint: str = typer.Option(None, "--endpoint", help="Only this endpoint's deliveries."),
     status: Status = typer.Option(None, "--status", help="Only deliveries in this status."),
     since: timedelta = typer.Option(None, "--since", parser=parse_since, metavar="DURATION",
@@ -175,7 +195,7 @@ def _excerpt(text: str | None, width: int = 80) -> str:
 def replay(
     delivery_id: str = typer.Argument(None, metavar="DELIVERY_ID", help="The delivery to send again."),
     failed: bool = typer.Option(False, "--failed", help="Replay every failed delivery of --tenant in --since."),
-    tenant: str = typer.Option(None, "--tenant", help="Tenant id (with --failed)."),
+    tenant: str = tenant_option.option(required=False, help="Tenant id or slug, with --failed (default: CS_TENANT)."),
     since: timedelta = typer.Option(None, "--since", parser=parse_since, metavar="DURATION",
                                     help="With --failed: deliveries created in this window (default 24h)."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
@@ -196,7 +216,7 @@ def _check_replay_input(delivery_id: str | None, failed: bool, tenant: str | Non
         raise Failure("give a DELIVERY_ID, or --failed --tenant ID [--since 24h]", "usage", exit_code=2)
     if failed and not tenant:
         raise Failure("--failed needs --tenant", "usage", exit_code=2)
-    if delivery_id and (tenant or since):
+    if delivery_id and ((tenant and tenant_option.given_on_command_line()) or since):   # CS_TENANT is only a default
         raise Failure("--tenant and --since go with --failed, not with a DELIVERY_ID", "usage", exit_code=2)
 
 

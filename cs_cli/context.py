@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import click
+from typer._click.globals import get_current_context   # typer's own click: its context stack
 
 from cs_daemon import migrate
 from cs_daemon.config import Settings, load_settings
@@ -14,18 +14,23 @@ from .output import Failure
 
 
 def runtime(*, migrate_embedded: bool = True) -> Runtime:
-    """The runtime for a command. The embedded SQLite database is brought up to date on
+    """The runtime for a command, made once per command (an option resolving the tenant
+    and the command share it). The embedded SQLite database is brought up to date on
     the way; a production database must have been upgraded with `cs db upgrade`."""
-    settings = _loaded() or load_settings()
-    setup_logging(settings.cs_log_level)
-    if settings.is_sqlite and migrate_embedded:
-        migrate.upgrade(settings)
-    return bootstrap(settings)
+    ctx = get_current_context(silent=True)
+    memo = ctx.find_root().meta if ctx is not None and migrate_embedded else {}
+    if "cs.runtime" not in memo:
+        settings = _loaded() or load_settings()
+        setup_logging(settings.cs_log_level, settings.cs_log_format)
+        if settings.is_sqlite and migrate_embedded:
+            migrate.upgrade(settings)
+        memo["cs.runtime"] = bootstrap(settings)
+    return memo["cs.runtime"]
 
 
 def _loaded() -> Settings | None:
     """The settings `cs` checked before running this command (cs_cli/main.py)."""
-    ctx = click.get_current_context(silent=True)
+    ctx = get_current_context(silent=True)
     return ctx.obj if ctx is not None and isinstance(ctx.obj, Settings) else None
 
 

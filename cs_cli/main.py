@@ -28,6 +28,7 @@ from . import (
     commands_partner,
     commands_playbooks,
     commands_serve,
+    commands_status,
     commands_team,
     commands_tenant,
     commands_webhooks,
@@ -58,6 +59,7 @@ app.add_typer(commands_webhooks.app, name="webhooks")
 app.add_typer(commands_actions.app, name="actions")
 commands_flags.register(app)
 commands_doctor.register(app)
+commands_status.register(app)
 
 log = logging.getLogger("cs")
 

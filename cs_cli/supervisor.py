@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 from cs_daemon.config import BAD_SETTING_EXIT, Settings
+from cs_daemon.metrics import MULTIPROC_ENV
 
 from .output import out
 
@@ -52,12 +57,32 @@ def dramatiq_argv(settings: Settings, processes: int | None, threads: int | None
             "--threads", str(threads or settings.cs_worker_threads)]
 
 
+def metrics_dir() -> Callable[[], None]:
+    """The directory where every child writes its metrics (PROMETHEUS_MULTIPROC_DIR): the
+    one set, emptied, else a new temporary one; returns what cleans it up at the end.
+    docs/operations.md, "Metrics"."""
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        folder = Path(given)
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.db"):   # counts of an earlier run would be summed in
+            old.unlink(missing_ok=True)
+        return lambda: None
+    folder = Path(tempfile.mkdtemp(prefix="cs-metrics-"))
+    os.environ[MULTIPROC_ENV] = str(folder)
+    return lambda: shutil.rmtree(folder, ignore_errors=True)
+
+
 def supervise(settings: Settings, host: str, port: int) -> int:
     out.print(f"[bold green]cs[/bold green] serving on [bold]http://{host}:{port}[/bold] "
               f"(production: {settings.cs_web_processes} API processes, "
               f"{settings.cs_worker_processes} worker processes)")
-    return _run([Child("api", gunicorn_argv(settings, host, port)),
-                 Child("worker", dramatiq_argv(settings, None, None))])
+    cleanup = metrics_dir()
+    try:
+        return _run([Child("api", gunicorn_argv(settings, host, port)),
+                     Child("worker", dramatiq_argv(settings, None, None))])
+    finally:
+        cleanup()
 
 
 def run_workers(settings: Settings, processes: int | None, threads: int | None) -> int:

@@ -57,10 +57,12 @@ class Settings(BaseSettings):
     cs_worker_threads: int = Field(4, ge=1, le=256)
     cs_segment_work_mem_mb: int = Field(64, ge=4, le=4096)   # PostgreSQL work_mem of segment counts and sweeps
     cs_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    cs_log_format: Literal["text", "json"] = "text"
+    cs_metrics_token: str | None = None   # GET /metrics wants it as a bearer token; unset: /metrics is 404
 
     @field_validator("database_url", "redis_url", "smtp_url", "smtp_ca_file", "openai_base_url", "openai_api_key",
                      "openai_model", "stripe_secret_key", "stripe_api_base", "stripe_webhook_secret",
-                     "allow_private_webhook_urls", "cs_secret_key", mode="before")
+                     "allow_private_webhook_urls", "cs_secret_key", "cs_metrics_token", mode="before")
     @classmethod
     def _empty_is_unset(cls, value):
         """`NAME=` in the environment or `.env` means the setting is not set."""
@@ -137,6 +139,11 @@ class Settings(BaseSettings):
     @classmethod
     def _log_level(cls, value):
         return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("cs_log_format", mode="before")
+    @classmethod
+    def _log_format(cls, value):
+        return value.strip().lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _fit_together(self) -> "Settings":

@@ -32,6 +32,7 @@ from sqlalchemy.sql.util import find_tables
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel, create_engine
 
+from . import logs
 from .config import Settings
 
 log = logging.getLogger(__name__)
@@ -190,9 +191,20 @@ def unreachable(exc: BaseException) -> bool:
 def session_scope(
     settings: Settings, *, tenant_id: str | None = None, commit: bool = True, atomic: bool = True
 ) -> Iterator[Session]:
-    """A unit of work. With `tenant_id`, every query is limited to that tenant.
+    """A unit of work. With `tenant_id`, every query is limited to that tenant, and the
+    log lines written meanwhile name it (cs_daemon/logs.py).
     `atomic=False` runs each statement in its own transaction: no BEGIN and COMMIT round
     trips, for reads whose writes (if any) stand alone, like a key's last-used stamp."""
+    if tenant_id is None:
+        with _session_scope(settings, tenant_id, commit, atomic) as session:
+            yield session
+        return
+    with logs.bind(tenant_id=tenant_id), _session_scope(settings, tenant_id, commit, atomic) as session:
+        yield session
+
+
+@contextmanager
+def _session_scope(settings: Settings, tenant_id: str | None, commit: bool, atomic: bool) -> Iterator[Session]:
     engine = get_engine(settings) if atomic else _autocommit_engine(settings)
     session = Session(engine, expire_on_commit=False)
     session.info["tenant_id"] = tenant_id

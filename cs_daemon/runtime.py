@@ -19,6 +19,7 @@ from .db import session_scope
 from .jobs import broker as jobs_broker
 from .jobs import context, registry
 from .jobs.heartbeat import WorkerHeartbeat
+from .jobs.logcontext import JobLogContext
 from .jobs.scheduler import Scheduler
 
 
@@ -57,7 +58,7 @@ class Runtime:
             raise RuntimeError("no job is wired: build the runtime with cs_daemon.wiring.bootstrap")
         context.set_runtime(self)
         return jobs_broker.install(
-            self.settings, [WorkerHeartbeat(self.cache), Scheduler(self.cache, registry.periodic)],
+            self.settings, [JobLogContext(), WorkerHeartbeat(self.cache, self), Scheduler(self.cache, registry.periodic)],
             actors=registry.ACTORS,
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from flask import Flask, Response, g
+from flask import Flask, Response, g, request
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm.exc import StaleDataError
 from werkzeug.exceptions import HTTPException
@@ -17,7 +17,7 @@ from cs_daemon.errors import Conflict, DatabaseUnavailable, ServiceError
 from cs_daemon.runtime import Runtime
 from cs_daemon.wiring import bootstrap, wire
 
-from . import browser, console
+from . import browser, console, metrics_route, requests_log
 from .api import error_response
 from .endpoints import all_apis
 
@@ -39,10 +39,12 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     app.json.sort_keys = False
     app.extensions["cs"] = rt
     app.extensions["cs_apis"] = apis = all_apis()
+    requests_log.install(app)
     for api in apis:
         app.register_blueprint(api.blueprint())
     _install_error_handlers(app)
     browser.install(app)
+    metrics_route.install(app)
     app.register_blueprint(console.blueprint())
 
     @app.after_request
@@ -78,7 +80,8 @@ def _install_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
-        log.exception("unhandled error")
+        # once, with its traceback; the line names the request id the response carries
+        log.exception("unhandled error answering %s %s", request.method, request.path)
         return Response(json.dumps({"error": "internal server error", "code": "internal"}),
                         status=500, mimetype="application/json")
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
-from cs_daemon import addresses, jsontext
+from cs_daemon import addresses, jsontext, logs, metrics
 from cs_daemon.auth import keys, testmode
 from cs_daemon.auth.admission import admit, admit_address
 from cs_daemon.auth.access import ACCESS, refusal
@@ -151,8 +151,10 @@ def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
         raise Unauthorized("missing or malformed API key")
     caller, verdict = admit(session, raw, cache=rt.cache, memo=rt.key_memo, now=rt.now())
     session.info["tenant_id"] = caller.tenant_id
+    logs.set_tenant(caller.tenant_id)
     g.rate_headers = verdict.headers()
     if not verdict.allowed:
+        metrics.bump(metrics.RATE_LIMITED, limit="key")
         raise RateLimited(f"rate limit of {verdict.limit} requests a minute reached; retry in {verdict.retry_after} s")
     why = refusal(ep.access, role=caller.role, permissions=list(caller.permissions), partner=caller.partner)
     if why:
@@ -172,6 +174,7 @@ def _admit_address(rt: Runtime, ep: Endpoint) -> None:
     verdict = admit_address(rt.cache, f"{ep.method}{ep.path}", address, limit, rt.now())
     if not verdict.allowed:
         g.rate_headers = verdict.headers()
+        metrics.bump(metrics.RATE_LIMITED, limit="address")
         raise RateLimited(f"rate limit of {limit} requests a minute from one address reached on this endpoint; "
                           f"retry in {verdict.retry_after} s")
 

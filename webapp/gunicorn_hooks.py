@@ -36,13 +36,22 @@ def on_starting(server) -> None:
     load_settings_or_exit()
 
 
+def child_exit(server, worker) -> None:
+    """A worker process is gone: its open-stream gauge stops counting (docs/operations.md)."""
+    from cs_daemon import metrics
+
+    metrics.process_exited(worker.pid)
+
+
 def post_worker_init(worker) -> None:
     """On SIGTERM, end the process's open in-app streams at once, so that a graceful stop
     (a restart, a deploy) does not wait out the whole graceful timeout for them; their
     clients reconnect, with Last-Event-ID, to a process that is still serving."""
     # start-up cost: only the API worker processes hold streams, not gunicorn's master
     from cs_daemon.channels import in_app_stream
+    from cs_daemon.jobs.heartbeat import ProcessHeartbeat
 
+    ProcessHeartbeat(worker.wsgi.extensions["cs"], "api").start()   # read by `cs status`
     graceful = worker.handle_exit
 
     def handle_exit(signum, frame) -> None:

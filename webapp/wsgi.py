@@ -8,6 +8,6 @@ from . import create_app
 
 # 3 is gunicorn's "worker failed to boot": its master then stops instead of restarting us
 settings = load_settings_or_exit(code=3)
-setup_logging(settings.cs_log_level)
+setup_logging(settings.cs_log_level, settings.cs_log_format)
 app = create_app(settings)
 app.extensions["cs"].install_broker()

@@ -32,6 +32,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from .. import metrics
 from ..config import Settings
 from ..tenants.models import Tenant
 from . import in_app, in_app_wakeups, stream_caps
@@ -156,11 +157,14 @@ class StreamSlots:
 
     def take(self, grant: StreamGrant) -> stream_caps.Holder:
         with self._lock:
-            return self.counts.take(grant.tenant_id, grant.token_id)
+            holder = self.counts.take(grant.tenant_id, grant.token_id)
+        metrics.STREAMS.inc()
+        return holder
 
     def give_back(self, holder: stream_caps.Holder) -> None:
         with self._lock:
             self.counts.give_back(holder)
+        metrics.STREAMS.dec()
 
 
 _slots: "weakref.WeakKeyDictionary[object, StreamSlots]" = weakref.WeakKeyDictionary()

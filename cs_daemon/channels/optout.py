@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
 
+from .. import logs
 from ..customers.models import Customer
 from ..errors import NotFound, ValidationFailed
 from ..outbox import service as outbox
@@ -87,6 +88,7 @@ def look_up(session: Session, secret_key: str, raw_token: str | None) -> tuple[U
     """What a token names, and its user (NotFound when the user is gone); changes nothing."""
     wanted = read_token(secret_key, raw_token)
     session.info["tenant_id"] = wanted.tenant_id      # from here on, the token's tenant only
+    logs.set_tenant(wanted.tenant_id)
     customer = session.get(Customer, (wanted.tenant_id, wanted.user_id))
     if customer is None:
         raise NotFound("the user of this unsubscribe link no longer exists")

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .. import domain_events
+from .. import domain_events, metrics
 from ..engine import scoring
 from ..interventions import outcomes
 from ..outbox import service as outbox
@@ -55,6 +55,12 @@ class IngestResult:
     user_ids: list[str] = field(default_factory=list)
 
 
+def _count(result: IngestResult) -> None:
+    metrics.bump(metrics.EVENTS, result.accepted, outcome="accepted")
+    metrics.bump(metrics.EVENTS, result.duplicates, outcome="duplicate")
+    metrics.bump(metrics.EVENTS, result.over_limit, outcome="over_limit")
+
+
 def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: str,
            test: bool, now: datetime) -> IngestResult:
     result = IngestResult()
@@ -66,6 +72,7 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     result.over_limit = _counted(events) - _counted(kept)
     inserted, result.accepted = _insert_events(session, tenant_id, kept, source=source, test=test, now=now)
     result.duplicates += _counted(kept) - result.accepted
+    _count(result)
     if inserted:
         if limit is None:
             _create_unlimited(session, tenant_id, list(dict.fromkeys(r["user_id"] for r in inserted)),

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from .. import metrics
 from ..customers.models import Customer
 from ..engine import messages
 from ..engine.decisions import Decision, PlaybookSpec, decide
@@ -133,6 +134,7 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
     decision.recommended (and intervention.escalated). `test`: events tracked with a
     test key caused the decision."""
     made, spec = proposal.decision, proposal.spec
+    metrics.bump(metrics.DECISIONS, decided_by="rules", action=made.action)
     test = is_test(session, customer, spec, test_events=test)
     intervention = None
     if made.action in ("send", "escalate"):

@@ -5,9 +5,11 @@ the sweep's message first: whichever claims it sends it, the other skips it)."""
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from ..jobs.broker import actor
+from ..jobs import sweeps
 from ..jobs.context import runtime
 from . import service
 
@@ -27,9 +29,11 @@ def send_deliveries(delivery_ids: list[str]) -> None:
 @actor(max_retries=0, time_limit=60_000)
 def sweep_deliveries() -> None:
     rt = runtime()
+    started = time.monotonic()
     with rt.session() as session:
         ids = service.due(session, rt.now(), limit=1000, grace=SWEEP_GRACE)
     for start in range(0, len(ids), service.BATCH):
         send_deliveries.send(ids[start:start + service.BATCH])
     if ids:
         log.info("re-enqueued %d due deliveries", len(ids))
+    sweeps.ran(rt, "sweep_deliveries", time.monotonic() - started, sweeps.Tally(done=len(ids)))

@@ -26,7 +26,7 @@ from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from .. import crypto
+from .. import crypto, metrics
 from ..db import locked, new_id, on_commit, on_commit_each
 from ..errors import InvalidState, NotFound
 from ..integrations import http
@@ -300,7 +300,9 @@ def attempt(rt, delivery_id: str) -> str | None:
     if claimed is None:
         return None
     outcome = send(rt, claimed, started)
-    return record_surely(rt, claimed, outcome, at=started)
+    status = record_surely(rt, claimed, outcome, at=started)
+    metrics.bump(metrics.DELIVERIES, channel=claimed.kind, status=status or "superseded")
+    return status
 
 
 RECORD_PATIENCE = 60.0   # seconds an attempt that went out waits for the database to take its record

@@ -19,6 +19,7 @@ from typing import Literal
 import openai
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, ValidationInfo, field_validator
 
+from .. import metrics
 from ..engine import messages
 
 log = logging.getLogger(__name__)
@@ -131,14 +132,26 @@ class MessageWriter:
                 model=self.model, messages=prompt, response_format={"type": "json_object"},
             )
         except openai.APITimeoutError:
+            metrics.bump(metrics.LLM_CALLS, outcome="unavailable")
             raise WriterUnavailable(f"model timed out after {self.timeout:g} s") from None
         except openai.APIStatusError as exc:
+            metrics.bump(metrics.LLM_CALLS, outcome="unavailable")
             raise WriterUnavailable(f"model server answered HTTP {exc.status_code}") from None
         except openai.APIConnectionError as exc:
+            metrics.bump(metrics.LLM_CALLS, outcome="unavailable")
             raise WriterUnavailable(f"model server unreachable ({_cause(exc)})") from None
         except openai.OpenAIError as exc:
+            metrics.bump(metrics.LLM_CALLS, outcome="unavailable")
             raise WriterUnavailable(f"model call failed ({type(exc).__name__})") from None
+        _count_tokens(completion)
         return completion_text(completion)
+
+
+def _count_tokens(completion) -> None:
+    metrics.bump(metrics.LLM_CALLS, outcome="ok")
+    usage = getattr(completion, "usage", None)
+    for kind in ("prompt", "completion"):
+        metrics.bump(metrics.LLM_TOKENS, getattr(usage, f"{kind}_tokens", None) or 0, kind=kind)
 
 
 def _draft(message: str, reasoning: str, source, fallback_reason, channel, brand, hints) -> Draft:

@@ -1,13 +1,18 @@
-"""Workers prove they are alive by writing a heartbeat to the cache store; health reads it."""
+"""Workers prove they are alive by writing a heartbeat to the cache store; health reads it.
+Each process (API or worker) also writes its own heartbeat record, which `cs status`
+shows per process kind (cs_daemon/ops_state.py, docs/operations.md)."""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 
 from dramatiq.middleware import Middleware
 
+from .. import ops_state
 from ..cache import Cache
 
 log = logging.getLogger(__name__)
@@ -25,11 +30,49 @@ def last_beat_age(cache: Cache) -> float | None:
     return None if value is None else max(0.0, time.time() - float(value))
 
 
+def process_beat(rt, kind: str, started: float, **extra) -> None:
+    """This process's heartbeat record: kind (api, worker), host, pid, when it last beat."""
+    host, pid = socket.gethostname(), os.getpid()
+    ops_state.put(rt, ops_state.HEARTBEATS, f"{kind}:{host}:{pid}",
+                  {"kind": kind, "host": host, "pid": pid, "at": time.time(), "started": started, **extra})
+
+
+def _streams_open(rt) -> int:
+    from ..channels import in_app_stream
+
+    return in_app_stream.slots_of(rt).open
+
+
+class ProcessHeartbeat:
+    """An API process's heartbeat thread (a worker's is WorkerHeartbeat's)."""
+
+    def __init__(self, rt, kind: str):
+        self.rt, self.kind, self.started = rt, kind, time.time()
+        self._stop = threading.Event()
+
+    def start(self) -> "ProcessHeartbeat":
+        threading.Thread(target=self._run, name=f"cs-{self.kind}-heartbeat", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                process_beat(self.rt, self.kind, self.started, streams_open=_streams_open(self.rt))
+            except Exception as exc:
+                log.warning("%s heartbeat not written: %s", self.kind, exc)
+            self._stop.wait(INTERVAL)
+
+
 class WorkerHeartbeat(Middleware):
     """Beats every few seconds while a worker runs, from a thread of the worker process."""
 
-    def __init__(self, cache: Cache):
+    def __init__(self, cache: Cache, rt=None):
         self.cache = cache
+        self.rt = rt
+        self.started = time.time()
         self._stop = threading.Event()
 
     def after_worker_boot(self, broker, worker) -> None:
@@ -43,6 +86,8 @@ class WorkerHeartbeat(Middleware):
         while not self._stop.is_set():
             try:
                 beat(self.cache)
+                if self.rt is not None:
+                    process_beat(self.rt, "worker", self.started)
             except Exception as exc:
                 log.warning("heartbeat not written: %s", exc)
             self._stop.wait(INTERVAL)

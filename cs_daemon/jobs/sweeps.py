@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
+
+from .. import logs, metrics, ops_state
 
 log = logging.getLogger(__name__)
 
@@ -44,23 +47,42 @@ def for_each_tenant(rt, sweep: str, tenant_ids: Iterable[str], work: Callable[[s
     how many tenants ran, the sum of what `work` returned, and the tenants that failed."""
     failing = _failing(rt.cache, sweep)
     tally = Tally()
+    started = time.monotonic()
     for tenant_id in tenant_ids:
         tally.tenants += 1
-        try:
-            tally.done += work(tenant_id) or 0
-        except Exception as exc:  # the boundary: this tenant's failure is recorded, the rest go on
-            tally.failed.append(tenant_id)
-            if isinstance(exc, SkippedStoredData):
-                log.warning("%s: tenant %s: %s", sweep, tenant_id, exc)
-            else:
-                log.exception("%s: tenant %s failed: %s", sweep, tenant_id, _one_line(exc))
-            _record(rt, sweep, tenant_id, exc, failing.get(tenant_id))
-        else:
-            if tenant_id in failing:
-                _forget(rt.cache, [f"{sweep}:{tenant_id}"])
+        with logs.bind(tenant_id=tenant_id):
+            _one_tenant(rt, sweep, tenant_id, work, tally, failing)
     if tally.failed:
         log.warning("%s: %d of %d tenants failed", sweep, len(tally.failed), tally.tenants)
+    ran(rt, sweep, time.monotonic() - started, tally)
     return tally
+
+
+def ran(rt, sweep: str, seconds: float, tally: Tally) -> None:
+    """A sweep's run: its duration to /metrics and its last run for `cs status`."""
+    try:
+        metrics.SWEEP_SECONDS.labels(sweep=sweep).observe(seconds)
+        ops_state.put(rt, ops_state.SWEEP_RUNS, sweep,
+                      {"sweep": sweep, "at": rt.now().isoformat(), "seconds": round(seconds, 3),
+                       "tenants": tally.tenants, "done": tally.done, "failed": len(tally.failed)})
+    except Exception as exc:   # the sweep's work stands
+        log.warning("%s: its run not recorded: %s", sweep, exc)
+
+
+def _one_tenant(rt, sweep: str, tenant_id: str, work, tally: Tally, failing: dict) -> None:
+    try:
+        tally.done += work(tenant_id) or 0
+    except Exception as exc:  # the boundary: this tenant's failure is recorded, the rest go on
+        tally.failed.append(tenant_id)
+        if isinstance(exc, SkippedStoredData):
+            log.warning("%s: tenant %s: %s", sweep, tenant_id, exc)
+        else:
+            log.exception("%s: tenant %s failed: %s", sweep, tenant_id, _one_line(exc))
+        _record(rt, sweep, tenant_id, exc, failing.get(tenant_id))
+        metrics.bump(metrics.SWEEP_FAILURES, sweep=sweep, tenant_id=tenant_id)
+    else:
+        if tenant_id in failing:
+            _forget(rt.cache, [f"{sweep}:{tenant_id}"])
 
 
 def failures(cache, now: datetime) -> list[dict]:

@@ -103,6 +103,14 @@ def get(session: Session, tenant_id: str, *, now: datetime) -> Tenant:
     return tenant
 
 
+def find(session: Session, id_or_slug: str) -> Tenant | None:
+    """The tenant with this id, else the one with this slug (an unscoped session)."""
+    tenant = session.get(Tenant, id_or_slug) if len(id_or_slug) <= 36 else None
+    if tenant is None:
+        tenant = session.scalars(select(Tenant).where(Tenant.slug == id_or_slug)).first()
+    return tenant
+
+
 def expire_shadow_mode(tenant: Tenant, now: datetime) -> bool:
     """Switch shadow mode off once its 72 hours are over; True when it did. An expiry
     that cannot be read keeps shadow mode on (nothing is sent by mistake; cs doctor

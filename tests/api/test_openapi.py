@@ -8,10 +8,11 @@ from openapi_spec_validator import validate
 
 
 def _served(app) -> set[tuple[str, str]]:
-    """Every route but the console's pages (HTML for a browser, not the API: docs/console.md)."""
+    """Every route but the console's pages (HTML for a browser, not the API: docs/console.md)
+    and /metrics (Prometheus text for a scraper: docs/operations.md)."""
     routes = set()
     for rule in app.url_map.iter_rules():
-        if rule.rule.startswith("/console/") or rule.rule == "/console":
+        if rule.rule.startswith("/console/") or rule.rule in ("/console", "/metrics"):
             continue
         path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
         for method in rule.methods - {"HEAD", "OPTIONS"}:

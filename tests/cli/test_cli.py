@@ -20,7 +20,7 @@ def test_tenant_create_json_and_the_key_works_on_the_api(cs, client):
     code, out, _ = cs("tenant", "create", "Initech", "--owner-email", "bill@initech.example", "--json")
     assert code == 0
     body = _json(out)
-    assert set(body) == {"tenant_id", "api_key", "member_id"}
+    assert set(body) == {"tenant_id", "slug", "api_key", "member_id"} and body["slug"] == "initech"
     assert body["api_key"].startswith("rt_live_")
     resp = client.get("/api/settings", headers=auth(body["api_key"]))
     assert resp.status_code == 200
@@ -43,11 +43,11 @@ def test_tenant_create_with_plan(cs, client):
     (["tenant", "create", "X", "--owner-email", "a@b.co", "--plan", "gold"], "--plan"),
     (["tenant", "create", "X"], "--owner-email"),
     (["keys", "issue", "--tenant", "nope", "--role", "admin", "--permission", "full"], "tenant not found"),
-    (["kill-switch", "maybe", "--tenant", "t"], "maybe"),
+    (["kill-switch", "maybe", "--tenant", "{tenant}"], "maybe"),
     (["no-such-command"], "no-such-command"),
 ])
-def test_bad_input_is_one_clear_line_and_non_zero(cs, argv, words):
-    code, out, err = cs(*argv)
+def test_bad_input_is_one_clear_line_and_non_zero(cs, tenant, argv, words):
+    code, out, err = cs(*(a.format(tenant=tenant.id) for a in argv))
     assert code != 0
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
@@ -58,7 +58,8 @@ def test_bad_input_is_one_clear_line_and_non_zero(cs, argv, words):
 def test_bad_input_with_json_prints_one_json_error(cs):
     code, out, err = cs("keys", "list", "--tenant", "missing", "--json")
     assert code == 1
-    assert _json(out) == {"error": "tenant not found", "code": "not_found"}
+    assert _json(out) == {"error": "tenant not found: no tenant has the id or slug 'missing'; "
+                          "`cs tenant list` shows them", "code": "not_found"}
 
 
 def test_keys_issue_list_revoke(cs, tenant, client):

@@ -123,13 +123,13 @@ def test_the_human_summary_names_the_rejected_lines_and_progress_goes_to_stderr(
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["events", "import", "/no/such/file.jsonl", "--tenant", "t"], "no such file"),
+    (["events", "import", "/no/such/file.jsonl", "--tenant", "{tenant}"], "no such file"),
     (["events", "import", "{file}", "--tenant", "nope"], "tenant not found"),
-    (["events", "import", "{file}", "--tenant", "t", "--format", "csv"], "--format"),
+    (["events", "import", "{file}", "--tenant", "{tenant}", "--format", "csv"], "--format"),
 ])
-def test_a_missing_file_or_tenant_is_one_clear_line(cs, tmp_path, argv, words):
+def test_a_missing_file_or_tenant_is_one_clear_line(cs, tenant, tmp_path, argv, words):
     path = _write(tmp_path, [{"user_id": "u", "event": "x"}])
-    code, out, err = cs(*[a.replace("{file}", str(path)) for a in argv])
+    code, out, err = cs(*[a.replace("{file}", str(path)).replace("{tenant}", tenant.id) for a in argv])
     assert code != 0
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
@@ -139,7 +139,8 @@ def test_a_missing_file_or_tenant_is_one_clear_line(cs, tmp_path, argv, words):
 def test_a_missing_tenant_with_json_is_one_json_error(cs, tmp_path):
     path = _write(tmp_path, [{"user_id": "u", "event": "x"}])
     code, out, _ = cs("events", "import", str(path), "--tenant", "nope", "--json")
-    assert code == 1 and _json(out) == {"error": "tenant not found", "code": "not_found"}
+    assert code == 1 and _json(out) == {"error": "tenant not found: no tenant has the id or slug 'nope'; `cs tenant list` shows them",
+                                   "code": "not_found"}
 
 
 def test_an_amplitude_line_with_user_properties_counts_as_one_event(cs, tenant, rt, tmp_path):

@@ -54,4 +54,5 @@ def test_bad_partner_input_is_one_line(cs, tenant):
         lines = [line for line in err.splitlines() if line.strip()]
         assert code != 0 and len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], err
     code, out, _ = cs("partner", "customers", "--tenant", "nope", "--json")
-    assert code == 1 and json.loads(out) == {"error": "tenant not found", "code": "not_found"}
+    assert code == 1 and json.loads(out) == {"error": "tenant not found: no tenant has the id or slug 'nope'; `cs tenant list` shows them",
+                                   "code": "not_found"}

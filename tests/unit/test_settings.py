@@ -60,6 +60,7 @@ BAD = [
     ("CS_WORKER_THREADS", {"cs_worker_threads": "1.5"}),
     ("CS_SEGMENT_WORK_MEM_MB", {"cs_segment_work_mem_mb": "1"}),
     ("CS_LOG_LEVEL", {"cs_log_level": "LOUD"}),
+    ("CS_LOG_FORMAT", {"cs_log_format": "xml"}),
 ]
 
 

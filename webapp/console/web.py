@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from flask import Response, current_app, redirect, render_template, request, url_for
 
+from cs_daemon import logs
 from cs_daemon.console import service as console
 from cs_daemon.errors import ServiceError
 
@@ -94,6 +95,7 @@ def _signed(rt, session) -> console.Signed | None:
     signed = console.resolve(session, request.cookies.get(COOKIE), now=rt.now())
     if signed is not None:
         session.info["tenant_id"] = signed.caller.tenant_id
+        logs.set_tenant(signed.caller.tenant_id)
     return signed
 
 
