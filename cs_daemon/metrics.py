@@ -13,9 +13,7 @@ import logging
 import os
 from datetime import timedelta
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import REGISTRY, multiprocess
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import Counter, Gauge, Histogram, multiprocess
 
 log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -55,55 +53,6 @@ def bump(counter: Counter, amount: float = 1, **labels) -> None:
         counter.labels(**labels).inc(amount)
     except Exception as exc:
         log.debug("metric %s not counted: %s", counter, exc)
-
-
-class QueryGauges:
-    """The gauges read from the database and the broker at scrape time."""
-
-    def __init__(self, rt):
-        self.rt = rt
-
-    def collect(self):
-        from .delivery import health as delivery_health
-        from .jobs import queues
-
-        due = GaugeMetricFamily("cs_deliveries_due", "Open deliveries whose next attempt is due now", labels=["channel"])
-        overdue = GaugeMetricFamily("cs_deliveries_overdue",
-                                    f"Open deliveries due more than {int(OVERDUE_AFTER.total_seconds())} s ago",
-                                    labels=["channel"])
-        try:
-            with self.rt.session(atomic=False) as s:
-                for row in delivery_health.due_by_channel(s, self.rt.now(), OVERDUE_AFTER):
-                    due.add_metric([row.channel], row.due)
-                    overdue.add_metric([row.channel], row.overdue)
-        except Exception as exc:   # a scrape reports what it can
-            log.warning("deliveries due not read for /metrics: %s", exc)
-        yield due
-        yield overdue
-        ready = GaugeMetricFamily("cs_job_queue_ready", "Jobs waiting in a queue", labels=["queue"])
-        delayed = GaugeMetricFamily("cs_job_queue_delayed", "Jobs scheduled for later", labels=["queue"])
-        oldest = GaugeMetricFamily("cs_job_queue_oldest_age_seconds", "Age of the oldest waiting job", labels=["queue"])
-        try:
-            for depth in queues.depths(self.rt.settings):
-                ready.add_metric([depth.queue], depth.ready)
-                delayed.add_metric([depth.queue], depth.delayed)
-                oldest.add_metric([depth.queue], depth.oldest_age_seconds or 0.0)
-        except Exception as exc:
-            log.warning("job queues not read for /metrics: %s", exc)
-        yield ready
-        yield delayed
-        yield oldest
-
-
-def exposition(rt) -> bytes:
-    """The text of one scrape."""
-    registry = CollectorRegistry()
-    if os.environ.get(MULTIPROC_ENV):
-        multiprocess.MultiProcessCollector(registry)
-        registry.register(QueryGauges(rt))
-        return generate_latest(registry)
-    registry.register(QueryGauges(rt))
-    return generate_latest(REGISTRY) + generate_latest(registry)
 
 
 def process_exited(pid: int) -> None:

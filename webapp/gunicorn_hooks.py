@@ -14,7 +14,7 @@ def write_error(sock, status: int, reason: str, message: str) -> None:
     """gunicorn's own refusals, made before the app sees the request (a request line over
     4094 bytes: 414, too many or too long headers: 431, a malformed request: 400), in
     the API's error shape instead of gunicorn's HTML page (docs/api.md, Errors)."""
-    from webapp import HTTP_CODES
+    from webapp import HTTP_CODES   # start-up cost: the master answers with the app's codes without loading the app
 
     code = HTTP_CODES.get(status, "internal" if status >= 500 else "validation_failed")
     text = f"{reason.lower()}: {message}" if message else reason.lower()
@@ -38,7 +38,7 @@ def on_starting(server) -> None:
 
 def child_exit(server, worker) -> None:
     """A worker process is gone: its open-stream gauge stops counting (docs/operations.md)."""
-    from cs_daemon import metrics
+    from cs_daemon import metrics   # start-up cost: loaded in the master only when a worker exits
 
     metrics.process_exited(worker.pid)
 

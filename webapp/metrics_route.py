@@ -9,7 +9,7 @@ import json
 
 from flask import Flask, Response, current_app
 
-from cs_daemon import metrics
+from cs_daemon import metrics, metrics_scrape
 
 from .api import bearer_token
 
@@ -28,7 +28,7 @@ def scrape() -> Response:
         resp = _json({"error": "missing or wrong metrics token (CS_METRICS_TOKEN)", "code": "unauthorized"}, 401)
         resp.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return resp
-    return Response(metrics.exposition(rt), status=200, content_type=metrics.CONTENT_TYPE)
+    return Response(metrics_scrape.exposition(rt), status=200, content_type=metrics.CONTENT_TYPE)
 
 
 def _json(body: dict, status: int) -> Response:

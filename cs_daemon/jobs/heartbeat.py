@@ -14,6 +14,7 @@ from dramatiq.middleware import Middleware
 
 from .. import ops_state
 from ..cache import Cache
+from ..channels import in_app_stream
 
 log = logging.getLogger(__name__)
 KEY = "jobs:heartbeat"
@@ -38,8 +39,6 @@ def process_beat(rt, kind: str, started: float, **extra) -> None:
 
 
 def _streams_open(rt) -> int:
-    from ..channels import in_app_stream
-
     return in_app_stream.slots_of(rt).open
 
 

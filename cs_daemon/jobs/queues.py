@@ -8,9 +8,11 @@ import json
 import time
 from dataclasses import dataclass
 
+import redis
 from dramatiq.brokers.stub import StubBroker
 
 from ..cache import Cache
+from . import broker as jobs_broker
 
 QUEUES = ("default",)
 
@@ -30,8 +32,6 @@ def depths(settings, cache: Cache | None = None) -> list[Depth]:
 
 
 def _redis_depth(settings, name: str) -> Depth:
-    import redis
-
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
     try:
         key = f"{settings.cs_redis_prefix}:dramatiq:{name}"
@@ -53,8 +53,6 @@ def _age(raw: bytes | None) -> float | None:
 
 
 def _stub_depth(name: str) -> Depth:
-    from . import broker as jobs_broker
-
     stub = jobs_broker.current()
     held = stub.queues if isinstance(stub, StubBroker) else {}   # this process's queues, when they are here
     ready, delayed = held.get(name), held.get(name + ".DQ")
