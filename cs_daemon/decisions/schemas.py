@@ -71,6 +71,8 @@ class UserContextPublic(Wire):
 class RecommendResponse(Wire):
     user_id: str
     domain: str | None
+    decision_id: str            # extension: the logged decision (docs/decisions.md, "The decision log")
+    propensity: float           # extension: the probability the policy picked this action
     recommendation: RecommendedAction
     alternatives: list[RecommendedAction]
     user_context: UserContextPublic

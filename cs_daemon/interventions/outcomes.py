@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
 from ..engine import conditions
+from ..learning import service as learning
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from .models import Intervention
@@ -195,6 +196,7 @@ def record(session: Session, iv: Intervention, outcome: str, *, now: datetime) -
         return False
     iv.outcome, iv.outcome_at = outcome, now
     emit_recorded(session, iv, now=now)
+    learning.on_intervention_outcome(session, iv, now=now)
     return True
 
 

@@ -85,6 +85,9 @@ class TenantConfig(_Typed):
     auto_approve_min_confidence: Probability | None = None
     onboardingCompleted: bool | None = None
     shadow_mode_expires_at: Timestamp | None = None
+    # learning (docs/decisions.md, "Learning"): traits whose values are decision features
+    decision_features: Annotated[list[Annotated[str, Field(min_length=1, max_length=40)]],
+                                 Field(max_length=10)] | None = None
     # scoring (docs/scoring.md)
     milestones: EventNames | None = None
     expansion_events: EventNames | None = None

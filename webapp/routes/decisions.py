@@ -22,4 +22,5 @@ def post_dry_run(call: Call):
 def post_recommend(call: Call):
     data: RecommendRequest = call.body
     return recommend.recommend(call.session, call.tenant_id, user_id=data.user_id, available=data.available_actions,
-                               domain=data.domain, now=call.now, test=call.caller.test)
+                               domain=data.domain, context=data.context, now=call.now,
+                               test=call.caller.test)
