@@ -13,6 +13,7 @@ from ..customers.models import Customer
 from ..engine import messages
 from ..engine.decisions import Decision, PlaybookSpec, decide
 from ..interventions.models import Intervention
+from ..learning import service as learning
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from ..tenants import config as tenant_config
@@ -34,6 +35,7 @@ class Proposal:
     reasoning: str
     checks: list[dict] | None
     live_only: bool = True      # decided on the live history alone (no test data behind it)
+    learner_features: dict | None = None
 
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
@@ -47,13 +49,14 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
         return None
     live_only = not (test_events or customer.test)
     user = context.user_context(session, customer, specs, now)
+    learner = context.learner(session, customer, specs, tenant_config.read(tenant.config).decision_features or [])
     made = decide(user, specs, context.history(session, customer.id, now, live_only=live_only), now=now,
-                  events=events, state_changed=state_changed)
+                  events=events, state_changed=state_changed, learner=learner)
     if made.action == "none":
         return None
     spec = next(s for s in specs if s.id == made.playbook_id)
     if made.action != "send":
-        return Proposal(made, spec, None, made.reasoning or "", None, live_only)
+        return Proposal(made, spec, None, made.reasoning or "", None, live_only, learner.features)
     facts = {f: getattr(customer, f) for f in USER_FIELDS}
     brand = tenant.brand_context
     template = messages.render_template(spec.strategy_hints.get("message_template"), channel=made.channel,
@@ -62,7 +65,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
                          playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
                                    "hints": spec.strategy_hints},
                          brand=brand, decision_reasoning=made.reasoning or "", template_message=template)
-    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only)
+    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only, learner.features)
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:
@@ -139,6 +142,10 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
 
             pipeline.start(session, intervention, now=now)
     action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
+    for learned in made.learned:
+        learning.log(session, tenant.id, kind=learned.kind, scope=learned.scope, user_id=customer.id,
+                     features=proposal.learner_features, choice=learned.choice, test=test, now=now,
+                     intervention_id=intervention.id if intervention else None, external_action_id=action_id)
     events = [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,

@@ -42,6 +42,20 @@ def counts(session: Session, scope: str, options: list[str], features: Mapping[s
     return {(o, k): model.Tally(s, n) for o, k, s, n in rows}
 
 
+def counts_by_scope(session: Session, scopes: list[str], features: Mapping[str, object]) -> dict[str, dict]:
+    """The counts of every option of these scopes under the user's keys, per scope."""
+    out: dict[str, dict] = {scope: {} for scope in scopes}
+    if not scopes:
+        return out
+    rows = session.execute(select(DecisionCount.scope, DecisionCount.option, DecisionCount.key,
+                                  DecisionCount.successes, DecisionCount.trials)
+                           .where(DecisionCount.scope.in_(scopes),
+                                  DecisionCount.key.in_(model.keys_of(features)))).all()
+    for scope, o, k, s, n in rows:
+        out[scope][(o, k)] = model.Tally(s, n)
+    return out
+
+
 def options_of(choice: model.Choice) -> list[dict]:
     return [{"option": e.option, "estimate": round(e.mean, 4), "uncertainty": round(e.uncertainty, 4),
              "successes": e.successes, "trials": e.trials, "overall_successes": e.overall_successes,
