@@ -5,9 +5,10 @@ A pure module: the caller loads the counts (`Counts`) and persists the choice. T
 levels, each shrunk toward the one above with a fixed prior strength:
 
 - the option over all users: Beta(1 + successes, 1 + failures), mean m0;
-- each of the user's feature values ("plan=pro"): mean (K·m0 + s) / (K + n); the values'
-  deviations from m0 add up on the log-odds scale into m1 (a feature with no signal adds
-  nothing; features with independent effects add theirs);
+- each of the user's feature values ("plan=pro"): mean (K·m0 + s) / (K + n), compared on
+  the log-odds scale with the same shrinkage of the option's overall counts; the values'
+  differences add up (at most ±MAX_SHIFT) into m1: a value never seen, one every user
+  has, or one that makes no difference adds nothing; features with independent effects add theirs;
 - the user's segment, every feature value together ("plan=pro&region=eu"): the posterior
   Beta(K·m1 + s, K·(1 − m1) + f). A population whose kinds of users are defined by a
   combination of features converges here, whatever the single features say.
@@ -28,6 +29,7 @@ PRIOR_STRENGTH = 2.0        # pseudo-observations a level lends the one below it
 DRAWS = 200                 # Monte Carlo draws behind a propensity
 MAX_FEATURES = 12
 EDGE = 1e-4
+MAX_SHIFT = 3.0             # log-odds the feature values may move an option's overall estimate
 
 
 @dataclass(frozen=True)
@@ -92,17 +94,23 @@ def estimate(option: str, features: Mapping[str, object], counts: Counts) -> Est
     m0 = (1 + whole.successes) / (2 + whole.trials)
     shift = 0.0
     singles = feature_keys(features)
+    # each value against everyone on the same footing: a value never seen, or one every
+    # user has, adds nothing
+    base = _logit(_shrunk(whole, m0))
     for key in singles if len(singles) > 1 else ():      # one feature: its value is the segment
-
         t = counts.get((option, key), Tally())
-        shift += _logit((PRIOR_STRENGTH * m0 + t.successes) / (PRIOR_STRENGTH + t.trials)) - _logit(m0)
-    m1 = _expit(_logit(m0) + shift)
+        shift += _logit(_shrunk(t, m0)) - base if t.trials else 0.0
+    m1 = _expit(_logit(m0) + max(-MAX_SHIFT, min(MAX_SHIFT, shift)))
     seg = counts.get((option, segment_key(features)), Tally()) if features else whole
     if not features:    # no features: the segment is everyone
         return Estimate(option, 1 + whole.successes, 1 + whole.failures, whole.successes, whole.trials,
                         whole.successes, whole.trials)
     return Estimate(option, PRIOR_STRENGTH * m1 + seg.successes, PRIOR_STRENGTH * (1 - m1) + seg.failures,
                     seg.successes, seg.trials, whole.successes, whole.trials)
+
+
+def _shrunk(t: Tally, toward: float) -> float:
+    return (PRIOR_STRENGTH * toward + t.successes) / (PRIOR_STRENGTH + t.trials)
 
 
 def _logit(p: float) -> float:
