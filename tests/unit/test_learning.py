@@ -119,3 +119,12 @@ def test_evaluate_recovers_a_fixed_policys_success_rate_from_uniform_logs():
 
 def test_evaluate_without_a_usable_decision_has_no_estimate():
     assert evaluate.snips("action:x", _uniform_log(10, 1), evaluate.single("x")).success_rate is None
+
+
+def test_a_value_every_user_has_or_none_has_shown_does_not_move_the_estimate():
+    counts: dict = {}
+    for success in (False, False, True):
+        _learn(counts, {"lifecycle_stage": "new", "risk_level": "low"}, "a", success)
+    fresh_segment = model.estimate("a", {"lifecycle_stage": "new", "risk_level": "low", "plan": "pro"}, counts)
+    assert fresh_segment.trials == 0
+    assert abs(fresh_segment.mean - (1 + 1) / (2 + 3)) < 1e-9     # the overall rate, no more
