@@ -37,6 +37,8 @@ OPTIONS = """
 --requests 400 timed recommend calls per side
 --baseline '/work/main' a checkout of today's service (its recommend is the baseline)
 --skip-latency only the quality run
+--skip-quality only the latency run
+--backends 'embedded,postgres' the backends of the quality run
 --strict exit 1 when a goal is missed
 """
 ACTIONS = ("feature_tour", "send_coupon", "call_user", "award_points", "invite_webinar")
@@ -223,7 +225,8 @@ def latency(bench: h.Bench, args) -> None:
     h.say(f"seeding {args.logged:,} logged decisions and external actions")
     started = time.monotonic()
     with psycopg.connect(h.conninfo(db), autocommit=True) as conn:
-        conn.execute(SEED_SQL, {"t": tenant.id, "n": args.logged})
+        for statement in filter(str.strip, SEED_SQL.split(";")):
+            conn.execute(statement, {"t": tenant.id, "n": args.logged})
         conn.execute(COUNTS_SQL, {"t": tenant.id})
         conn.execute("VACUUM ANALYZE")
     h.say(f"seeded in {time.monotonic() - started:.0f} s")
@@ -253,7 +256,7 @@ def latency(bench: h.Bench, args) -> None:
 
 def run(bench: h.Bench, args) -> int:
     missed = []
-    for backend in ("embedded", "postgres"):
+    for backend in args.backends.split(",") if not args.skip_quality else ():
         missed += report(backend, quality(bench, args, backend), args.decisions)
     if not args.skip_latency:
         latency(bench, args)
