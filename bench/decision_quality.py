@@ -206,14 +206,14 @@ FROM generate_series(1, %(n)s) g;
 """
 COUNTS_SQL = """
 INSERT INTO decision_counts (tenant_id, scope, option, key, successes, trials)
-SELECT %(t)s, 'action', choice, k, sum(success::int), count(*)
+SELECT %(t)s::varchar, 'action', choice, k, sum(success::int), count(*)
 FROM decision_log, LATERAL (VALUES ('*'),
      ('lifecycle_stage=' || (features->>'lifecycle_stage')),
      ('plan=' || (features->>'plan')),
      ('risk_level=' || (features->>'risk_level')),
      ('lifecycle_stage=' || (features->>'lifecycle_stage') || '&plan=' || (features->>'plan')
       || '&risk_level=' || (features->>'risk_level'))) AS keys(k)
-WHERE tenant_id = %(t)s GROUP BY choice, k;
+WHERE tenant_id = %(t)s::varchar GROUP BY choice, k;
 """
 
 
