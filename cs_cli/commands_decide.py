@@ -52,3 +52,49 @@ def dry_run(
         rules.add_row(verdict["name"], f"[{style}]{verdict['verdict']}[/]", verdict["why"],
                       verdict["channel"] or "", "" if verdict["confidence"] is None else str(verdict["confidence"]))
     out.print(rules)
+
+
+def _since(text: str | None, now):
+    """`7d`, `12h` (before now) or an ISO 8601 date and time (UTC without a zone)."""
+    from datetime import datetime, timedelta, timezone
+
+    if text is None:
+        return None
+    unit = {"d": "days", "h": "hours"}.get(text[-1:])
+    if unit and text[:-1].isdigit():
+        return now - timedelta(**{unit: int(text[:-1])})
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter("--since takes 7d, 12h or an ISO 8601 date and time") from None
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+
+
+@app.command("evaluate")
+def evaluate(
+    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    since: str | None = typer.Option(None, "--since", help="Only decisions since: 7d, 12h or an ISO date and time."),
+    domain: str | None = typer.Option(None, "--domain", help="Only recommendations of this domain."),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
+):
+    """How each single action, uniform random and the current learned policy would have
+    done on the logged recommendations with an outcome (docs/decisions.md)."""
+    from cs_daemon.decisions import evaluation
+
+    rt = runtime()
+    start = _since(since, rt.now())
+    with rt.session(tenant, commit=False) as s:
+        tenants.get(s, tenant, now=rt.now())
+        body = evaluation.evaluate_policies(s, since=start, domain=domain)
+    if json_:
+        print_json(body)
+        return
+    table = Table(title=f"{body['decisions']} logged decisions with an outcome", title_justify="left",
+                  header_style="bold")
+    for col in ("policy", "success rate", "95% interval", "decisions"):
+        table.add_column(col)
+    for e in body["estimates"]:
+        rate = "—" if e["success_rate"] is None else f"{e['success_rate']:.1%}"
+        ci = "—" if e["ci"] is None else f"{e['ci'][0]:.1%} to {e['ci'][1]:.1%}"
+        table.add_row(e["policy"], rate, ci, str(e["decisions"]))
+    out.print(table)

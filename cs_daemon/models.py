@@ -12,6 +12,7 @@ from .decisions.models import DecisionRequest
 from .delivery.models import Delivery, DeliveryAttempt
 from .external.models import ActionType, ExternalAction, PlatformConnection
 from .interventions.models import Intervention
+from .learning.models import DecisionCount, DecisionLog  # noqa: F401
 from .outbox.models import OutboxEvent
 from .partners.models import IntegrationShare, PartnerIntegration  # noqa: F401
 from .playbooks.models import Playbook

@@ -34,6 +34,9 @@ ACCESS: dict[str, Rule | None] = {
     "admin": Rule(ADMINS, frozenset({"full"}), describe="admin; permission full"),
     "ingest": Rule(WRITERS, frozenset({"ingest", "full"}), describe="editor or admin; permission ingest or full"),
     "decide": Rule(WRITERS, frozenset({"decide", "full"}), describe="editor or admin; permission decide or full"),
+    # reading what the learner logged: a key that may decide or may read
+    "decide_or_read": Rule(ALL_ROLES, frozenset({"decide", "read", "full"}),
+                           describe="any role; permission decide, read or full"),
     "manage": Rule(WRITERS, frozenset({"manage", "full"}), describe="editor or admin; permission manage or full"),
     "partner": Rule(
         ALL_ROLES, frozenset({"partner"}), partner_tenant=True,

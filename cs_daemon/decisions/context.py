@@ -9,8 +9,9 @@ from sqlalchemy.orm import Session
 
 from ..customers.models import Customer, Event
 from ..engine import conditions
-from ..engine.decisions import History, PlaybookSet, PlaybookSpec, UserContext
+from ..engine.decisions import History, Learner, PlaybookSet, PlaybookSpec, UserContext
 from ..interventions.models import Intervention
+from ..learning import service as learning
 from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
 
@@ -77,3 +78,12 @@ def history(session: Session, user_id: str, now: datetime, *, live_only: bool = 
         .group_by(Intervention.playbook_id)).all()
     return History(for_user={p: n for p, n, _ in mine}, last_for_user={p: last for p, _, last in mine if last},
                    last_day=dict(day))
+
+
+def learner(session: Session, customer: Customer, specs_: PlaybookSet, decision_features: list[str]) -> Learner:
+    """The learner's view of this user: features and the counts of the playbook choice
+    and of each playbook's channel choice, in one query (docs/decisions.md, "Learning")."""
+    features = learning.features_of(customer, decision_features)
+    scopes = ["playbook"] + [f"channel:{pb.id}" for pb in specs_
+                             if len((pb.constraints or {}).get("channels") or []) > 1]
+    return Learner(features, learning.counts_by_scope(session, scopes, features), learning.RANDOM)

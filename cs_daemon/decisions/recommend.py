@@ -1,88 +1,71 @@
 """POST /api/decisions/recommend: which of the caller's available actions to take for a
-user, learned from the outcomes observed so far (docs/decisions.md, "Recommend").
+user, learned from the outcomes observed so far (docs/decisions.md, "Learning").
 
-Each action's chance of success is estimated from its reported outcomes with a uniform
-prior, blending outcomes among users in the same lifecycle stage (full weight) with all
-of the tenant's (half weight): (1 + s_stage + s_all/2) / (2 + n_stage + n_all/2). With
-no outcomes every action is at 0.5 and the caller's order breaks the tie.
+The learner (cs_daemon/learning) draws the choice by Thompson sampling from each action's
+estimate for this kind of user; the decision is logged with its features, estimates and
+propensity, and the outcome of an external action dispatched after it trains the model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..customers import service as customers
-from ..external.models import ExternalAction
+from ..learning import model, service as learning
 from ..outbox import service as outbox
+from ..tenants import config as tenant_config
+from ..tenants.models import Tenant
 
-SUCCESS, FAILURE = ("completed", "partial"), ("rejected", "ignored")
-
-
-@dataclass(frozen=True)
-class Option:
-    action: str
-    estimate: float
-    successes: int
-    trials: int
-    stage_successes: int
-    stage_trials: int
-
-    def as_dict(self) -> dict:
-        return {"action": self.action, "parameters": {}, "confidence": self.estimate,
-                "reasoning": self.explain()}
-
-    def explain(self) -> str:
-        if not self.trials:
-            return f"{self.action}: no outcomes reported yet (prior 0.5)"
-        return (f"{self.action}: {self.stage_successes} of {self.stage_trials} succeeded for users in this stage, "
-                f"{self.successes} of {self.trials} overall (estimate {self.estimate:.2f})")
+SCOPE = "action"
 
 
-def _counts(session: Session, actions: list[str], stage: str | None) -> dict[str, tuple[int, int, int, int]]:
-    decided = ExternalAction.outcome_status.in_(SUCCESS + FAILURE)
-    won = ExternalAction.outcome_status.in_(SUCCESS)
-    same = ExternalAction.lifecycle_stage == stage
-    rows = session.execute(
-        select(ExternalAction.action_type, func.count().filter(won), func.count().filter(decided),
-               func.count().filter(won & same), func.count().filter(decided & same))
-        .where(ExternalAction.action_type.in_(actions), ExternalAction.test.is_(False))
-        .group_by(ExternalAction.action_type)).all()
-    return {r[0]: tuple(r[1:]) for r in rows}
+def explain(e: model.Estimate, segment: str) -> str:
+    if not e.overall_trials:
+        return f"{e.option}: no outcomes reported yet (estimate {e.mean:.2f} ± {e.uncertainty:.2f})"
+    return (f"{e.option}: {e.successes} of {e.trials} succeeded for {segment}, {e.overall_successes} of "
+            f"{e.overall_trials} overall (estimate {e.mean:.2f} ± {e.uncertainty:.2f})")
+
+
+def _as_dict(e: model.Estimate, segment: str) -> dict:
+    return {"action": e.option, "parameters": {}, "confidence": round(e.mean, 4), "reasoning": explain(e, segment)}
 
 
 def recommend(session: Session, tenant_id: str, *, user_id: str, available: list[str], domain: str | None,
-              now: datetime, test: bool) -> dict:
+              context: dict | None = None, now: datetime, test: bool) -> dict:
     customer = customers.get(session, user_id)
+    tenant = session.get(Tenant, tenant_id)
+    features = learning.features_of(customer, tenant_config.read(tenant.config).decision_features or [], context)
     actions = list(dict.fromkeys(available))
-    counts = _counts(session, actions, customer.lifecycle_stage)
-    options = []
-    for action in actions:
-        s_all, n_all, s_stage, n_stage = counts.get(action, (0, 0, 0, 0))
-        estimate = (1 + s_stage + s_all / 2) / (2 + n_stage + n_all / 2)
-        options.append(Option(action, round(estimate, 4), s_all, n_all, s_stage, n_stage))
-    ranked = sorted(options, key=lambda o: -o.estimate)  # stable: the caller's order breaks ties
-    best = ranked[0]
+    choice = model.choose(actions, features, learning.counts(session, SCOPE, actions, features), learning.RANDOM)
+    logged = learning.log(session, tenant_id, kind="recommend", scope=SCOPE, user_id=customer.id,
+                          features=features, choice=choice, test=test, now=now, domain=domain)
+    segment = "segment (" + model.segment_key(features).replace("&", ", ") + ")"
+    best = choice.chosen
+    others = sorted((e for e in choice.estimates if e.option != best.option), key=lambda e: -e.mean)
     result = {
-        "user_id": customer.id, "domain": domain,
-        "recommendation": {**best.as_dict(), "reasoning": _why(best, ranked)},
-        "alternatives": [o.as_dict() for o in ranked[1:]],
+        "user_id": customer.id, "domain": domain, "decision_id": logged.id,
+        "propensity": round(choice.propensity, 4),
+        "recommendation": {**_as_dict(best, segment), "reasoning": _why(choice, others, segment)},
+        "alternatives": [_as_dict(e, segment) for e in others],
         "user_context": {"lifecycle_stage": customer.lifecycle_stage, "activation_score": customer.activation_score,
                          "engagement_score": customer.engagement_score, "risk_level": customer.risk_level},
     }
     outbox.record(session, tenant_id, "decision.recommended", {
-        "user_id": customer.id, "action": best.action, "domain": domain, "confidence": best.estimate,
-        "alternatives": [o.action for o in ranked[1:]], "decided_at": now.isoformat()}, now=now, test=test)
+        "user_id": customer.id, "action": best.option, "domain": domain, "confidence": round(best.mean, 4),
+        "decision_id": logged.id, "propensity": round(choice.propensity, 4),
+        "alternatives": [e.option for e in others], "decided_at": now.isoformat()}, now=now, test=test)
     return result
 
 
-def _why(best: Option, ranked: list[Option]) -> str:
-    if len(ranked) == 1:
-        return best.explain() + "; the only available action"
-    runner = ranked[1]
-    if best.estimate == runner.estimate:
-        return best.explain() + "; tied with the next option, kept in the order given"
-    return best.explain() + f"; ahead of {runner.action} ({runner.estimate:.2f})"
+def _why(choice: model.Choice, others: list[model.Estimate], segment: str) -> str:
+    best = choice.chosen
+    text = explain(best, segment)
+    if not others:
+        return text + "; the only available action"
+    runner = others[0]
+    if best.mean >= runner.mean:
+        return text + f"; ahead of {runner.option} ({runner.mean:.2f}), picked in {choice.propensity:.0%} of draws"
+    return (text + f"; explored: {runner.option} looks better ({runner.mean:.2f}) but this estimate is "
+            f"uncertain enough to be picked in {choice.propensity:.0%} of draws")

@@ -17,6 +17,7 @@ from ..errors import ServiceError
 from ..external import service as external
 from ..interventions import outcomes, pipeline
 from ..interventions.models import Intervention
+from ..learning import service as learning
 from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from ..tenants import config as tenant_config
@@ -39,6 +40,7 @@ class Proposal:
     checks: list[dict] | None
     live_only: bool = True      # decided on the live history alone (no test data behind it)
     held_out: bool = False      # the user is in the holdout: paced by their held-out decisions too
+    learner_features: dict | None = None
 
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
@@ -53,14 +55,14 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
     live_only = not (test_events or customer.test)
     user = context.user_context(session, customer, specs, now)
     held_out = holdout.is_held_out(tenant, customer.id)
+    learner = context.learner(session, customer, specs, tenant_config.read(tenant.config).decision_features or [])
     history = context.history(session, customer.id, now, live_only=live_only, held_out=held_out)
-    made = decide(user, specs, history, now=now,
-                  events=events, state_changed=state_changed)
+    made = decide(user, specs, history, now=now, events=events, state_changed=state_changed, learner=learner)
     if made.action == "none":
         return None
     spec = next(s for s in specs if s.id == made.playbook_id)
     if made.action != "send":
-        return Proposal(made, spec, None, made.reasoning or "", None, live_only, held_out)
+        return Proposal(made, spec, None, made.reasoning or "", None, live_only, held_out, learner.features)
     facts = {f: getattr(customer, f) for f in USER_FIELDS}
     brand = tenant.brand_context
     template = messages.render_template(spec.strategy_hints.get("message_template"), channel=made.channel,
@@ -69,7 +71,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
                          playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
                                    "hints": spec.strategy_hints},
                          brand=brand, decision_reasoning=made.reasoning or "", template_message=template)
-    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only, held_out)
+    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only, held_out, learner.features)
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:
@@ -155,6 +157,10 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
         if status == "approved":
             pipeline.start(session, intervention, now=now)
     action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
+    for learned in made.learned:
+        learning.log(session, tenant.id, kind=learned.kind, scope=learned.scope, user_id=customer.id,
+                     features=proposal.learner_features, choice=learned.choice, test=test, now=now,
+                     intervention_id=intervention.id if intervention else None, external_action_id=action_id)
     events = [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..schemas import Wire
 
@@ -71,6 +72,30 @@ class UserContextPublic(Wire):
 class RecommendResponse(Wire):
     user_id: str
     domain: str | None
+    decision_id: str            # extension: the logged decision (docs/decisions.md, "The decision log")
+    propensity: float           # extension: the probability the policy picked this action
     recommendation: RecommendedAction
     alternatives: list[RecommendedAction]
     user_context: UserContextPublic
+
+
+class EvaluateRequest(Wire):
+    since: datetime | None = None       # without a zone: UTC
+    domain: str | None = Field(None, max_length=100)
+
+    @field_validator("since")
+    @classmethod
+    def _utc(cls, value):
+        return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
+
+
+class PolicyEstimate(Wire):
+    policy: str                         # current | uniform | action:<name>
+    success_rate: float | None          # null: no logged decision the policy would have made
+    ci: list[float] | None              # the 95 % interval [low, high]
+    decisions: int                      # logged decisions the policy would have made
+
+
+class EvaluateResponse(Wire):
+    decisions: int
+    estimates: list[PolicyEstimate]

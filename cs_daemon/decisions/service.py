@@ -8,6 +8,8 @@ from sqlalchemy.orm import Session
 
 from ..customers import service as customers
 from ..engine.decisions import Decision, decide
+from ..tenants import config as tenant_config
+from ..tenants.models import Tenant
 from . import context
 
 
@@ -17,6 +19,8 @@ def dry_run(session: Session, user_id: str, *, now: datetime) -> tuple[Decision,
     customer = customers.get(session, user_id)
     specs = context.specs(session)
     user = context.user_context(session, customer, specs, now)
+    tenant = session.get(Tenant, customer.tenant_id)
+    learner = context.learner(session, customer, specs, tenant_config.read(tenant.config).decision_features or [])
     made = decide(user, specs, context.history(session, user_id, now, live_only=not customer.test), now=now,
-                  every=True)
+                  every=True, learner=learner)
     return made, customer

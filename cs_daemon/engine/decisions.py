@@ -16,6 +16,7 @@ from datetime import datetime, time, timedelta
 from typing import Callable, Iterable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ..learning import model
 from . import conditions
 
 CHANNELS = ("email", "in_app", "webhook", "crm")
@@ -66,10 +67,34 @@ class Verdict:
     confidence: float | None = None
     channel: str | None = None
     score: float | None = None
+    estimate: dict | None = None   # the learner's, when it chose among playbooks of the same priority
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "matched": self.matched, "verdict": self.verdict, "why": self.why,
-                "confidence": self.confidence, "channel": self.channel, "score": self.score}
+        out = {"name": self.name, "matched": self.matched, "verdict": self.verdict, "why": self.why,
+               "confidence": self.confidence, "channel": self.channel, "score": self.score}
+        if self.estimate is not None:
+            out["estimate"] = self.estimate
+        return out
+
+
+@dataclass
+class Learner:
+    """What the learning module needs to choose for this user (docs/decisions.md,
+    "Learning"): the user's features, the counts per scope, a source of draws."""
+
+    features: dict
+    counts: dict[str, dict]                   # scope -> {(option, key): Tally}
+    rng: object
+
+    def choose(self, scope: str, options: list[str]) -> model.Choice:
+        return model.choose(options, self.features, self.counts.get(scope, {}), self.rng)
+
+
+@dataclass(frozen=True)
+class Learned:
+    kind: str            # playbook | channel
+    scope: str
+    choice: model.Choice
 
 
 @dataclass
@@ -85,6 +110,7 @@ class Decision:
     matched_playbooks: int = 0
     verdicts: dict[str, Verdict] = field(default_factory=dict)     # of the matched playbooks
     considered: tuple[PlaybookSpec, ...] = ()
+    learned: list[Learned] = field(default_factory=list)            # the choices the learner made
 
     @property
     def rules(self) -> dict[str, Verdict]:
@@ -181,9 +207,12 @@ def considered(pb: PlaybookSpec, *, events: frozenset[str], state_changed: bool,
 
 
 def decide(user: UserContext, playbooks: PlaybookSet | list[PlaybookSpec], history: History, *,
-           now: datetime, events: Iterable[str] = (), state_changed: bool = False, every: bool = False) -> Decision:
+           now: datetime, events: Iterable[str] = (), state_changed: bool = False, every: bool = False,
+           learner: Learner | None = None) -> Decision:
     """`events`: the event names that arrived (none on the sweep); `every` (dry runs)
-    considers every playbook as if its trigger had fired."""
+    considers every playbook as if its trigger had fired; `learner` chooses among the
+    eligible playbooks of the same top priority, and the channel of a playbook that lists
+    several and prefers none."""
     events = frozenset(events)
     pset = PlaybookSet.of(playbooks)
     matched = pset.matching(user.facts)
@@ -206,12 +235,60 @@ def decide(user: UserContext, playbooks: PlaybookSet | list[PlaybookSpec], histo
         return decision
     eligible.sort(key=lambda item: (-item[0], item[1].name, item[1].id))
     _, pb, verdict, i = eligible[0]
+    note = None
+    if learner is not None:
+        (_, pb, verdict, i), note = _learn_pick(eligible, learner, decision)
     verdict.verdict = "picked"
-    _fill(decision, pb, verdict, len(eligible), pset.leaves[i])
+    _fill(decision, pb, verdict, len(eligible), pset.leaves[i], note)
+    if learner is not None and decision.action == "send":
+        _learn_channel(decision, pb, user, learner)
     return decision
 
 
-def _fill(decision: Decision, pb: PlaybookSpec, verdict: Verdict, eligible: int, leaves: int) -> None:
+def priority_of(pb: PlaybookSpec) -> float:
+    return pb.strategy_hints.get("priority") or 0
+
+
+def _learn_pick(eligible: list, learner: Learner, decision: Decision) -> tuple[tuple, str | None]:
+    """Among the eligible playbooks of the top priority, the learner's pick."""
+    top = priority_of(eligible[0][1])
+    tied = [item for item in eligible if priority_of(item[1]) == top]
+    if len(tied) < 2:
+        return eligible[0], None
+    choice = learner.choose("playbook", [item[1].id for item in tied])
+    decision.learned.append(Learned("playbook", "playbook", choice))
+    for e in choice.estimates:
+        verdict = next(item[2] for item in tied if item[1].id == e.option)
+        verdict.estimate = {"estimate": round(e.mean, 4), "uncertainty": round(e.uncertainty, 4),
+                            "successes": e.successes, "trials": e.trials,
+                            "probability": round(choice.probabilities[e.option], 4)}
+    picked = next(item for item in tied if item[1].id == choice.option)
+    e = choice.chosen
+    return picked, (f"the learner picked it among {len(tied)} of priority {top} (estimate {e.mean:.2f} "
+                    f"± {e.uncertainty:.2f}, {e.successes} of {e.trials} succeeded for users like this one, "
+                    f"picked in {choice.propensity:.0%} of draws)")
+
+
+def _learn_channel(decision: Decision, pb: PlaybookSpec, user: UserContext, learner: Learner) -> None:
+    """A playbook that lists several channels and prefers none: the learner picks one."""
+    listed = (pb.constraints or {}).get("channels") or []
+    if len(listed) < 2 or pb.strategy_hints.get("preferred_channel"):
+        return
+    usable = usable_channels(listed, user)
+    if len(usable) < 2:
+        return
+    scope = f"channel:{pb.id}"
+    choice = learner.choose(scope, usable)
+    decision.learned.append(Learned("channel", scope, choice))
+    decision.channel = decision.verdicts[pb.id].channel = choice.option
+    e = choice.chosen
+    decision.reasoning = (decision.reasoning or "") + (
+        f" The learner picked {choice.option} among {', '.join(usable)} (estimate {e.mean:.2f}, "
+        f"{e.successes} of {e.trials} succeeded for users like this one).")
+
+
+def _fill(decision: Decision, pb: PlaybookSpec, verdict: Verdict, eligible: int, leaves: int,
+          note: str | None = None) -> None:
     hints = pb.strategy_hints
     decision.playbook_id, decision.confidence = pb.id, verdict.confidence
     if hints.get("escalate"):
@@ -225,6 +302,9 @@ def _fill(decision: Decision, pb: PlaybookSpec, verdict: Verdict, eligible: int,
         decision.action, decision.channel = "send", verdict.channel
         how = f"send on {verdict.channel}"
     rate = "no outcomes yet" if pb.success_rate is None else f"success rate {pb.success_rate:.0%}"
+    if note:
+        decision.reasoning = f"Playbook {pb.name!r} matches ({leaves} conditions); {note}; {how}."
+        return
     decision.reasoning = (f"Playbook {pb.name!r} matches ({leaves} conditions) and ranks "
                           f"first of {eligible} eligible (priority {pb.strategy_hints.get('priority') or 0}, {rate}); "
                           f"{how}.")
@@ -294,7 +374,7 @@ def choose_channel(constraints: dict, hints: dict, user: UserContext) -> tuple[s
     if "all" in user.opted_out:
         return None, "the user opted out of all channels"
     allowed = list(constraints.get("channels") or CHANNELS)
-    usable = [ch for ch in allowed if ch not in user.opted_out and (ch != "email" or user.email)]
+    usable = usable_channels(allowed, user)
     if not usable:
         opted = [ch for ch in allowed if ch in user.opted_out]
         if opted:
@@ -302,6 +382,10 @@ def choose_channel(constraints: dict, hints: dict, user: UserContext) -> tuple[s
         return None, "no allowed channel can reach the user (no email address)"
     preferred = hints.get("preferred_channel")
     return (preferred if preferred in usable else usable[0]), ""
+
+
+def usable_channels(allowed: list[str], user: UserContext) -> list[str]:
+    return [ch for ch in allowed if ch not in user.opted_out and (ch != "email" or user.email)]
 
 
 def in_quiet_hours(quiet: dict, user_tz: str | None, now: datetime) -> bool:

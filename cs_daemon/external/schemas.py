@@ -84,6 +84,7 @@ class ActionCreate(Wire):
     action_type: str = Field(min_length=1, max_length=100)
     user_id: str = Field(min_length=1, max_length=255)
     parameters: dict[str, Any] = Field(default_factory=dict)
+    decision_id: str | None = Field(None, min_length=1, max_length=36)   # extension: the recommendation it follows
 
 
 class ActionPublic(Wire):

@@ -21,6 +21,7 @@ from ..delivery.models import Delivery
 from ..errors import Conflict, NotFound, ValidationFailed
 from ..integrations import netguard
 from ..integrations.http import Outcome
+from ..learning import service as learning
 from ..outbox import service as outbox
 from . import credentials as credentials_
 from . import patterns
@@ -132,7 +133,8 @@ def validate_parameters(action_type: ActionType, parameters: dict) -> None:
 
 
 def dispatch(session: Session, tenant_id: str, *, type_name: str, user_id: str, parameters: dict,
-             reasoning: str | None, confidence: float, now: datetime, test: bool) -> ExternalAction:
+             reasoning: str | None, confidence: float, now: datetime, test: bool,
+             decision_id: str | None = None) -> ExternalAction:
     """Create the action and its signed dispatch delivery, in the caller's transaction. The
     body's `confidence` is the number as a string, as the spec's dispatch body has it."""
     action_type = find_type(session, type_name)
@@ -148,6 +150,8 @@ def dispatch(session: Session, tenant_id: str, *, type_name: str, user_id: str, 
                             test=test, created_at=now)
     session.add(action)
     session.flush()
+    if learning.join_action(session, action, decision_id=decision_id) is None and decision_id is not None:
+        raise NotFound("no recommendation for this user with that decision_id awaits an action")
     body = {"action_id": action.id, "action_type": action_type.name, "user_id": user_id, "parameters": parameters,
             "reasoning": reasoning or "", "confidence": str(float(confidence)),
             "tenant_id": tenant_id, "timestamp": now.isoformat()}
@@ -226,6 +230,7 @@ def report_outcome(session: Session, action_id: str, *, status: str, result: dic
     success = status in ("completed", "partial")
     action.status = "completed" if success else "failed"
     kind = "external_action.completed" if success else "external_action.failed"
+    learning.on_action_outcome(session, action, now=now)
     outbox.record_many(session, action.tenant_id, [_event(action, kind, now, outcome_status=status, result=result)],
                        now=now, test=action.test)
     return action

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
 from ..engine import conditions
+from ..learning import service as learning
 from ..outbox import service as outbox
 from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
@@ -197,8 +198,9 @@ def record(session: Session, iv: Intervention, outcome: str, *, now: datetime) -
     if not done:
         return False
     iv.outcome, iv.outcome_at = outcome, now
-    if iv.status != "held_out":     # held-out decisions emit no events (docs/decisions.md)
+    if iv.status != "held_out":     # held-out decisions emit no events and train nothing (docs/decisions.md)
         emit_recorded(session, iv, now=now)
+        learning.on_intervention_outcome(session, iv, now=now)
     return True
 
 

@@ -88,6 +88,9 @@ class TenantConfig(_Typed):
     shadow_mode_expires_at: Timestamp | None = None
     # the share of users held out of engine actions (docs/decisions.md, "Holdout and uplift")
     holdout_percent: Annotated[float, Field(ge=0, le=50)] | None = None
+    # learning (docs/decisions.md, "Learning"): traits whose values are decision features
+    decision_features: Annotated[list[Annotated[str, Field(min_length=1, max_length=40)]],
+                                 Field(max_length=10)] | None = None
     # scoring (docs/scoring.md)
     milestones: EventNames | None = None
     expansion_events: EventNames | None = None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from cs_daemon.decisions import recommend, service
-from cs_daemon.decisions.schemas import DryRunRequest, DryRunResponse, RecommendRequest, RecommendResponse
+from cs_daemon.decisions import evaluation, recommend, service
+from cs_daemon.decisions.schemas import (DryRunRequest, DryRunResponse, EvaluateRequest, EvaluateResponse,
+                                         RecommendRequest, RecommendResponse)
 
 from ..api import Api, Call
 
@@ -22,4 +23,11 @@ def post_dry_run(call: Call):
 def post_recommend(call: Call):
     data: RecommendRequest = call.body
     return recommend.recommend(call.session, call.tenant_id, user_id=data.user_id, available=data.available_actions,
-                               domain=data.domain, now=call.now, test=call.caller.test)
+                               domain=data.domain, context=data.context, now=call.now,
+                               test=call.caller.test)
+
+
+@api.route("POST", "/api/decisions/evaluate", access="decide_or_read", body=EvaluateRequest, response=EvaluateResponse,
+           summary="How each action, uniform random and the learned policy would have done on logged recommendations")
+def post_evaluate(call: Call):
+    return evaluation.evaluate_policies(call.session, since=call.body.since, domain=call.body.domain)

@@ -71,7 +71,7 @@ def post_action(call: Call):
     data: ActionCreate = call.body
     action = service.dispatch(call.session, call.tenant_id, type_name=data.action_type, user_id=data.user_id,
                               parameters=data.parameters, reasoning=None, confidence=BY_HAND, now=call.now,
-                              test=call.caller.test)
+                              test=call.caller.test, decision_id=data.decision_id)
     return ActionResponse(action=ActionPublic.model_validate(action))
 
 
