@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import typer
 from rich.table import Table
 
-from cs_daemon.decisions import service
+from cs_daemon.decisions import evaluation, service
 from cs_daemon.decisions.schemas import DryRunResponse
 from cs_daemon.tenants import service as tenants
 
@@ -56,8 +58,6 @@ def dry_run(
 
 def _since(text: str | None, now):
     """`7d`, `12h` (before now) or an ISO 8601 date and time (UTC without a zone)."""
-    from datetime import datetime, timedelta, timezone
-
     if text is None:
         return None
     unit = {"d": "days", "h": "hours"}.get(text[-1:])
@@ -72,15 +72,13 @@ def _since(text: str | None, now):
 
 @app.command("evaluate")
 def evaluate(
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: str = tenant_option.option(),
     since: str | None = typer.Option(None, "--since", help="Only decisions since: 7d, 12h or an ISO date and time."),
     domain: str | None = typer.Option(None, "--domain", help="Only recommendations of this domain."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """How each single action, uniform random and the current learned policy would have
     done on the logged recommendations with an outcome (docs/decisions.md)."""
-    from cs_daemon.decisions import evaluation
-
     rt = runtime()
     start = _since(since, rt.now())
     with rt.session(tenant, commit=False) as s:

@@ -13,12 +13,19 @@ from cs_daemon.interventions import outcomes
 from cs_daemon.interventions.models import Intervention
 from cs_daemon.learning import service as learning
 from cs_daemon.learning.models import DecisionCount, DecisionLog
-from tests.conftest import auth
+from tests.conftest import NO_HOLDOUT, auth
 
 
 @pytest.fixture(autouse=True)
 def seeded():
     learning.RANDOM.seed(7)
+
+
+@pytest.fixture
+def tenant(make_tenant):
+    """A tenant whose users the engine always acts on (a random tenant id would hold a
+    followed user out one run in twenty)."""
+    return make_tenant(config=dict(NO_HOLDOUT))
 
 
 def _playbook(client, tenant, name, **body):

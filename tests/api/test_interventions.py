@@ -13,12 +13,12 @@ from sqlalchemy import select
 from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
 from cs_daemon.outbox.models import OutboxEvent
-from tests.conftest import auth
+from tests.conftest import NO_HOLDOUT, auth
 
 
 @pytest.fixture
 def world(client, make_tenant):
-    tenant = make_tenant("Crew", plan_tier="growth")
+    tenant = make_tenant("Crew", plan_tier="growth", config=dict(NO_HOLDOUT))   # the engine acts on every user
     h = auth(tenant.key)
     client.post("/api/track", headers=h, json={"events": [
         {"user_id": "u1", "event": "$identify", "properties": {"email": "u1@x.io", "name": "Ada"}}]})
