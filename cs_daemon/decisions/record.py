@@ -121,6 +121,14 @@ def is_test(session: Session, customer: Customer, spec: PlaybookSpec, *, test_ev
     return playbook is not None and playbook.test
 
 
+def _log_learned(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, test: bool,
+                 now: datetime, **keys) -> None:
+    """The learner's choices behind this decision, in the decision log, keyed to what it made."""
+    for learned in proposal.decision.learned:
+        learning.log(session, tenant.id, kind=learned.kind, scope=learned.scope, user_id=customer.id,
+                     features=proposal.learner_features, choice=learned.choice, test=test, now=now, **keys)
+
+
 def _hold_out(session: Session, intervention: Intervention, now: datetime) -> Intervention:
     """A held-out user's decision: kept, never delivered, and no webhook event (a receiver
     acting on decision.recommended would contact the user and spoil the comparison). Its
@@ -152,15 +160,14 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             planned_at=now, approved_at=now if status == "approved" else None, updated_at=now)
         session.add(intervention)
         session.flush()
-        if status == "held_out":
+        if status == "held_out":   # logged like any decision; its outcome trains nothing (docs/decisions.md)
+            _log_learned(session, tenant, customer, proposal, test, now, intervention_id=intervention.id)
             return _hold_out(session, intervention, now)
         if status == "approved":
             pipeline.start(session, intervention, now=now)
     action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
-    for learned in made.learned:
-        learning.log(session, tenant.id, kind=learned.kind, scope=learned.scope, user_id=customer.id,
-                     features=proposal.learner_features, choice=learned.choice, test=test, now=now,
-                     intervention_id=intervention.id if intervention else None, external_action_id=action_id)
+    _log_learned(session, tenant, customer, proposal, test, now,
+                 intervention_id=intervention.id if intervention else None, external_action_id=action_id)
     events = [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,

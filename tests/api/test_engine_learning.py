@@ -122,3 +122,21 @@ def test_the_learner_picks_the_channel_when_a_playbook_lists_several(client, ten
     assert {o["option"] for o in row.options} == {"in_app", "email"}
     _settle(rt, tenant, "neutral")
     assert _counts(rt, tenant)[(f"channel:{pid}", iv.channel, "*")] == (0, 1)
+
+
+def test_a_held_out_users_decision_is_logged_and_its_outcome_trains_nothing(client, make_tenant, rt):
+    from cs_daemon.decisions import holdout
+
+    tenant = make_tenant("Held", config={"holdout_percent": 50})
+    user = next(f"u{i}" for i in range(100) if holdout.held_out(tenant.id, f"u{i}", 50))
+    _tied(client, tenant)
+    _signup(client, tenant.key, user=user)
+    _decide_owed(rt, tenant)
+    with rt.session(tenant.id) as s:
+        [iv] = s.scalars(select(Intervention)).all()
+        [row] = s.scalars(select(DecisionLog)).all()
+        assert iv.status == "held_out"
+        assert (row.kind, row.choice, row.intervention_id, row.user_id) == ("playbook", iv.playbook_id, iv.id, user)
+        assert 0 < row.propensity <= 1 and row.features["lifecycle_stage"]
+        outcomes.record(s, iv, "positive", now=rt.now())
+    assert _counts(rt, tenant) == {}
