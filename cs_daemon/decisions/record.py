@@ -144,7 +144,8 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
     decision.recommended (and intervention.escalated). `test`: events tracked with a
     test key caused the decision."""
     made, spec = proposal.decision, proposal.spec
-    metrics.bump(metrics.DECISIONS, decided_by="rules", action=made.action)
+    decided_by = "learner" if any(len(learned.choice.estimates) > 1 for learned in made.learned) else "rules"
+    metrics.bump(metrics.DECISIONS, decided_by=decided_by, action=made.action)
     test = is_test(session, customer, spec, test_events=test)
     intervention = None
     if made.action in ("send", "escalate"):

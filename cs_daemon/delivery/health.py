@@ -1,7 +1,7 @@
 """What the engineer on call asks of deliveries (docs/operations.md): how many are due,
 how many overdue (due longer than a threshold ago and still open: nothing attempted them,
-or an attempt hangs), and how many failed for good lately, by channel (the delivery's
-kind) and endpoint. Read across tenants, counts only; tenants held by their kill switch
+or an attempt hangs), and how many failed for good lately, by channel (an intervention's
+channel, else the delivery's kind) and endpoint. Read across tenants, counts only; tenants held by their kill switch
 are left out (their deliveries wait on purpose)."""
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ def _endpoint():
     return func.coalesce(Delivery.endpoint_id, Delivery.url)
 
 
+def _channel():
+    """An intervention's delivery by its channel (email, in_app, webhook, crm), any other
+    by its kind (event: webhook fan-out, dispatch: external action, ...)."""
+    return case((Delivery.kind == "channel", func.replace(Delivery.event_type, "channel.", "")), else_=Delivery.kind)
+
+
 def due_by_channel(session: Session, now: datetime, overdue_after: timedelta) -> list[Backlog]:
     return _backlog(session, now, overdue_after, by_endpoint=False)
 
@@ -42,7 +48,7 @@ def _backlog(session: Session, now: datetime, overdue_after: timedelta, *, by_en
     is_open = Delivery.status.in_(OPEN) & (Delivery.next_attempt_at <= now)
     overdue = Delivery.status.in_(OPEN) & (Delivery.next_attempt_at <= now - overdue_after)
     failed = (Delivery.status == "failed") & (Delivery.updated_at >= now - timedelta(hours=1))
-    keys = [Delivery.kind, _endpoint()] if by_endpoint else [Delivery.kind]
+    keys = [_channel(), _endpoint()] if by_endpoint else [_channel()]
     rows = session.execute(
         select(*keys,
                func.count().filter(is_open), func.count().filter(overdue), func.count().filter(failed),

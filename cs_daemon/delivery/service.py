@@ -301,10 +301,12 @@ def attempt(rt, delivery_id: str) -> str | None:
         return None
     outcome = send(rt, claimed, started)
     status = record_surely(rt, claimed, outcome, at=started)
-    metrics.bump(metrics.DELIVERIES, channel=claimed.kind, status=status or "superseded")
+    metrics.bump(metrics.DELIVERIES, channel=claimed.headers.get(CHANNEL_HEADER) or claimed.kind,
+                 status=status or "superseded")
     return status
 
 
+CHANNEL_HEADER = "X-Service-Channel"   # an intervention's deliveries name their channel (email, in_app, ...)
 RECORD_PATIENCE = 60.0   # seconds an attempt that went out waits for the database to take its record
 
 

@@ -16,7 +16,7 @@ from cs_daemon.delivery.models import Delivery
 from cs_daemon.jobs import sweeps
 from cs_daemon.outbox import service as outbox
 from cs_daemon.runtime import Runtime
-from tests.conftest import auth
+from tests.conftest import NO_HOLDOUT, auth
 from webapp import create_app
 
 TOKEN = "metrics-token-for-tests"
@@ -125,6 +125,36 @@ def test_a_delivery_counts_and_due_and_overdue_are_read_at_scrape(mclient, mrt, 
     assert value(after, "cs_deliveries_due", channel="event") == 1
     assert value(after, "cs_deliveries_overdue", channel="event") == 1
     assert ("cs_job_queue_ready", (("queue", "default"),)) in after
+
+
+def test_an_interventions_delivery_counts_under_its_channel_and_a_learned_choice_under_the_learner(
+        mclient, mrt, make_tenant, receiver):
+    tenant = make_tenant("Crew", plan_tier="growth", config=dict(NO_HOLDOUT))
+    h = auth(tenant.key)
+    mclient.patch("/api/settings", headers=h, json={"approvalMode": "full_auto"})
+    assert mclient.post("/api/webhooks/endpoints", headers=h, json={"url": receiver.url,
+                                                                    "events": ["user.responded"]}).status_code == 201
+    for name in ("tour", "checklist"):   # two of the same priority: the learner picks
+        pid = mclient.post("/api/playbooks", headers=h, json={
+            "name": name, "entry_conditions": {"trigger": {"event": "signed_up"}},
+            "strategy_hints": {"priority": 2, "preferred_channel": "webhook"}}).json["id"]
+        mclient.put(f"/api/playbooks/{pid}/status", headers=h, json={"status": "active"})
+    before = scrape(mclient)
+    mclient.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "signed_up"}]})
+    with mrt.session(tenant.id) as s:
+        owed = [r.id for r in s.scalars(select(DecisionRequest))]
+    for request_id in owed:
+        requests.process(mrt, request_id)
+    with mrt.session(tenant.id) as s:
+        [made] = s.scalars(select(Delivery.id).where(Delivery.kind == "channel"))
+    due = scrape(mclient)
+    assert value(due, "cs_decisions_total", decided_by="learner", action="send") - \
+        value(before, "cs_decisions_total", decided_by="learner", action="send") == 1
+    assert value(due, "cs_deliveries_due", channel="webhook") == 1
+    assert delivery.attempt(mrt, made) == "delivered"
+    after = scrape(mclient)
+    assert value(after, "cs_delivery_attempts_total", channel="webhook", status="delivered") - \
+        value(before, "cs_delivery_attempts_total", channel="webhook", status="delivered") == 1
 
 
 def test_rate_limit_refusals_count(mclient):
