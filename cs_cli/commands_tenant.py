@@ -56,8 +56,8 @@ def list_(json_: bool = typer.Option(False, "--json", help="Print a JSON documen
     if json_:
         print_json({"tenants": data})
         return
-    table("Tenants", ["id", "name", "plan", "status", "kill switch", "shadow", "created"],
-          [[d["id"], d["name"], d["plan_tier"], d["plan_status"], "on" if d["kill_switch_active"] else "off",
+    table("Tenants", ["id", "slug", "name", "plan", "status", "kill switch", "shadow", "created"],
+          [[d["id"], d["slug"], d["name"], d["plan_tier"], d["plan_status"], "on" if d["kill_switch_active"] else "off",
             "on" if d["shadow_mode"] else "off", d["created_at"]] for d in data])
 
 

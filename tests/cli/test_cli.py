@@ -116,6 +116,9 @@ def test_kill_switch_and_shadow_mode(cs, tenant, client):
 def test_tenant_list_and_db_upgrade(cs, tenant):
     code, out, _ = cs("tenant", "list", "--json")
     assert code == 0 and [t["id"] for t in _json(out)["tenants"]] == [tenant.id]
+    slug = _json(out)["tenants"][0]["slug"]
+    code, out, _ = cs("tenant", "list")
+    assert code == 0 and slug in out     # the table shows what --tenant takes besides the id
     code, out, _ = cs("db", "upgrade", "--json")
     assert code == 0 and _json(out)["upgraded"] is True
 
