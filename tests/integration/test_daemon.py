@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-import redis
 import requests
 from sqlalchemy.engine import make_url
 
@@ -30,6 +29,7 @@ from tests.conftest import PG, REDIS, _pg_conninfo
 from tests.support.processes import (
     CS, PYTHON, Deadline, Service, Tree, free_port, poll_http, service_env, still_running,
 )
+from tests.support.daemon import drop_redis_keys
 from tests.support.proxy import TcpProxy
 
 TRIAL_LIMIT = 600  # requests a minute per key on the trial plan (docs/api.md, "Plans")
@@ -50,19 +50,11 @@ def _drop_database(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _drop_redis_keys(prefix: str) -> None:
-    client = redis.Redis.from_url(REDIS)
-    keys = list(client.scan_iter(f"{prefix}:*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
-
-
 @pytest.fixture
 def redis_prefix():
     prefix = f"csdaemon-{uuid.uuid4().hex[:8]}"
     yield prefix
-    _drop_redis_keys(prefix)
+    drop_redis_keys(prefix)
 
 
 def _prod_env(database_url: str, prefix: str, tmp_path) -> dict[str, str]:
@@ -349,7 +341,7 @@ def proxied_app(migrated_db, tmp_path_factory):
         pg_proxy.stop()
         redis_proxy.stop()
         dispose_engines()
-        _drop_redis_keys(prefix)
+        drop_redis_keys(prefix)
         jobs_broker.install(Settings(cs_data_dir=tmp_path, database_url=None, redis_url=None,
                                      cs_secret_key="t"))
 

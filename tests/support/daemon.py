@@ -71,7 +71,8 @@ def _postgres_database() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _drop_redis_keys(prefix: str) -> None:
+def drop_redis_keys(prefix: str) -> None:
+    """Remove every Redis key a test daemon wrote under its prefix."""
     client = redis.Redis.from_url(REDIS)
     keys = list(client.scan_iter(f"{prefix}:*"))
     if keys:
@@ -93,7 +94,7 @@ def backend_env(backend: str, tmp: Path, **extra: str) -> Iterator[dict[str, str
                               CS_SECRET_KEY="fuzz-test-secret", CS_DATA_DIR=data,
                               CS_WEB_PROCESSES="1", CS_WORKER_PROCESSES="1", **extra)
         finally:
-            _drop_redis_keys(prefix)
+            drop_redis_keys(prefix)
 
 
 def _settings(env: dict[str, str]) -> Settings:
