@@ -9,13 +9,18 @@ from sqlalchemy.orm import Session
 
 from ..customers.models import Customer, Event
 from ..engine import conditions
+from ..engine.contact_policy import Contact, ContactPolicy
 from ..engine.decisions import History, Learner, PlaybookSet, PlaybookSpec, UserContext
 from ..interventions.models import Intervention
 from ..learning import service as learning
 from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
+from ..tenants import config as tenant_config
 
 COUNTED = ("planned", "approved", "sent", "delivered", "failed")   # what a user actually got or will get
+# what the contact policy counts (docs/decisions.md, "Contact policy"): contacts made or waiting
+# for approval; not failed, shadow, held_out (but see `history`), rejected, rolled back
+CONTACTS = ("planned", "approved", "sent", "delivered")
 
 
 def specs(session: Session, active: list[Playbook] | None = None) -> PlaybookSet:
@@ -57,12 +62,20 @@ def user_context(session: Session, customer: Customer, specs_: PlaybookSet, now:
                        opted_out=frozenset(customer.opted_out or []))
 
 
+def policy_of(tenant) -> ContactPolicy | None:
+    """The tenant's contact policy (a stored one that does not validate: none)."""
+    configured = tenant_config.read(tenant.config).contact_policy
+    return ContactPolicy.of(configured.model_dump(exclude_none=True)) if configured else None
+
+
 def history(session: Session, user_id: str, now: datetime, *, live_only: bool = False,
-            held_out: bool = False) -> History:
+            held_out: bool = False, policy: ContactPolicy | None = None) -> History:
     """What the user and the tenant received; `live_only` leaves test interventions out, so
     a test run never uses up a live decision's repeat limits (docs/api.md, "Test mode").
     Held-out decisions are no contact and never count, except that a user still held out
-    has their own paced like contacts (`held_out`: docs/decisions.md, "Holdout and uplift")."""
+    has their own paced like contacts (`held_out`: docs/decisions.md, "Holdout and uplift").
+    With a contact `policy`, the user's contacts of every playbook and channel that it
+    counts, back as far as it looks."""
     scope = [Intervention.playbook_id.isnot(None)]
     if live_only:
         scope.append(Intervention.test.is_(False))
@@ -77,7 +90,26 @@ def history(session: Session, user_id: str, now: datetime, *, live_only: bool = 
         .where(*counted, Intervention.planned_at >= now - timedelta(hours=24))
         .group_by(Intervention.playbook_id)).all()
     return History(for_user={p: n for p, n, _ in mine}, last_for_user={p: last for p, _, last in mine if last},
-                   last_day=dict(day))
+                   last_day=dict(day), policy=policy,
+                   contacts=contacts(session, user_id, now, policy, live_only=live_only, held_out=held_out))
+
+
+def contacts(session: Session, user_id: str, now: datetime, policy: ContactPolicy | None, *,
+             live_only: bool, held_out: bool) -> tuple[Contact, ...]:
+    """The user's contacts the policy counts: messages on any channel (escalations are to
+    the team, not the user), engine-made or not, timed by when they were sent or, not sent
+    yet, decided. Held-out decisions count only while the user is still held out, as for
+    the repeat limits."""
+    if policy is None:
+        return ()
+    at = func.coalesce(Intervention.sent_at, Intervention.planned_at)
+    statuses = CONTACTS + ("held_out",) if held_out else CONTACTS
+    where = [Intervention.user_id == user_id, Intervention.status.in_(statuses),
+             Intervention.channel != "escalate", at >= now - policy.lookback]
+    if live_only:
+        where.append(Intervention.test.is_(False))
+    rows = session.execute(select(at, Intervention.channel).where(*where).order_by(at.desc()).limit(1000)).all()
+    return tuple(Contact(when, channel) for when, channel in rows)
 
 
 def learner(session: Session, customer: Customer, specs_: PlaybookSet, decision_features: list[str]) -> Learner:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from .. import metrics
 from ..customers.models import Customer
 from ..engine import messages
+from ..engine.contact_policy import ContactPolicy
 from ..engine.decisions import Decision, PlaybookSpec, decide
 from ..errors import ServiceError
 from ..external import service as external
@@ -41,6 +42,7 @@ class Proposal:
     live_only: bool = True      # decided on the live history alone (no test data behind it)
     held_out: bool = False      # the user is in the holdout: paced by their held-out decisions too
     learner_features: dict | None = None
+    policy: ContactPolicy | None = None     # the contact policy it was decided under, checked again on recording
 
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
@@ -56,13 +58,14 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
     user = context.user_context(session, customer, specs, now)
     held_out = holdout.is_held_out(tenant, customer.id)
     learner = context.learner(session, customer, specs, tenant_config.read(tenant.config).decision_features or [])
-    history = context.history(session, customer.id, now, live_only=live_only, held_out=held_out)
+    policy = context.policy_of(tenant)
+    history = context.history(session, customer.id, now, live_only=live_only, held_out=held_out, policy=policy)
     made = decide(user, specs, history, now=now, events=events, state_changed=state_changed, learner=learner)
     if made.action == "none":
         return None
     spec = next(s for s in specs if s.id == made.playbook_id)
     if made.action != "send":
-        return Proposal(made, spec, None, made.reasoning or "", None, live_only, held_out, learner.features)
+        return Proposal(made, spec, None, made.reasoning or "", None, live_only, held_out, learner.features, policy)
     facts = {f: getattr(customer, f) for f in USER_FIELDS}
     brand = tenant.brand_context
     template = messages.render_template(spec.strategy_hints.get("message_template"), channel=made.channel,
@@ -71,7 +74,8 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
                          playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
                                    "hints": spec.strategy_hints},
                          brand=brand, decision_reasoning=made.reasoning or "", template_message=template)
-    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only, held_out, learner.features)
+    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only, held_out, learner.features,
+                    policy)
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:

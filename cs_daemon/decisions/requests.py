@@ -24,7 +24,7 @@ from .. import domain_events
 from ..customers.models import Customer
 from ..db import new_id, on_commit, room_for_segments
 from ..engine import conditions
-from ..engine.decisions import repeat_limit
+from ..engine.decisions import contact_limit, repeat_limit
 from ..jobs.sweeps import SkippedStoredData
 from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
@@ -187,10 +187,14 @@ def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bo
 def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now: datetime) -> bool:
     """The proposal was made without a lock, and another decision for the same user (a
     sweep and an event, two worker threads) may have been recorded since. Hold the user
-    until commit and check the playbook's repeat limits against the history now."""
+    until commit and check the playbook's repeat limits and the tenant's contact policy
+    against the history now."""
     hold_user(session, tenant_id, user_id)
-    why = repeat_limit(proposal.spec, context.history(session, user_id, now, live_only=proposal.live_only,
-                                                         held_out=proposal.held_out), now)
+    history = context.history(session, user_id, now, live_only=proposal.live_only, held_out=proposal.held_out,
+                              policy=proposal.policy)
+    made = proposal.decision
+    why = repeat_limit(proposal.spec, history, now) or contact_limit(proposal.spec, made.action, made.channel,
+                                                                     history, now)
     if why:
         log.info("decision for user %s dropped: %s (%s)", user_id, why, proposal.spec.name)
     return why is None

@@ -21,6 +21,6 @@ def dry_run(session: Session, user_id: str, *, now: datetime) -> tuple[Decision,
     user = context.user_context(session, customer, specs, now)
     tenant = session.get(Tenant, customer.tenant_id)
     learner = context.learner(session, customer, specs, tenant_config.read(tenant.config).decision_features or [])
-    made = decide(user, specs, context.history(session, user_id, now, live_only=not customer.test), now=now,
-                  every=True, learner=learner)
+    history = context.history(session, user_id, now, live_only=not customer.test, policy=context.policy_of(tenant))
+    made = decide(user, specs, history, now=now, every=True, learner=learner)
     return made, customer

@@ -2,7 +2,8 @@
 others do not. A pure module: the caller loads the user, the playbooks and the
 history, and persists what it decides.
 
-Steps: entry conditions (in memory) → constraints → ranking → one action: `send` on a
+Steps: entry conditions (in memory) → constraints → the tenant's contact policy →
+ranking → one action: `send` on a
 channel, `escalate`, `external_action`, or `none` with a reason. Every playbook gets a
 verdict with its reason (the dry run's `rules`). docs/decisions.md states the rules.
 """
@@ -17,7 +18,8 @@ from typing import Callable, Iterable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..learning import model
-from . import conditions
+from . import conditions, contact_policy
+from .contact_policy import ContactPolicy, Contact, Limits
 
 CHANNELS = ("email", "in_app", "webhook", "crm")
 PRIOR_SUCCESS = 0.5
@@ -41,11 +43,18 @@ class PlaybookSpec:
 
 @dataclass(frozen=True)
 class History:
-    """What this user (and the tenant) already received from each playbook."""
+    """What this user (and the tenant) already received from each playbook, and the
+    tenant's contact policy with the user's recent contacts it counts."""
 
     for_user: dict[str, int] = field(default_factory=dict)          # lifetime, per playbook
     last_for_user: dict[str, datetime] = field(default_factory=dict)
     last_day: dict[str, int] = field(default_factory=dict)          # tenant-wide, last 24 h
+    policy: ContactPolicy | None = None
+    contacts: tuple[Contact, ...] = ()                              # within policy.lookback
+
+    def limits(self, now: datetime) -> Limits:
+        """What the contact policy blocks now (nothing without one)."""
+        return contact_policy.limits(self.policy, self.contacts, now)
 
 
 @dataclass(frozen=True)
@@ -68,12 +77,15 @@ class Verdict:
     channel: str | None = None
     score: float | None = None
     estimate: dict | None = None   # the learner's, when it chose among playbooks of the same priority
+    contact_policy: dict | None = None   # the policy rule that blocked it: {rule, count, limit, free_at}
 
     def as_dict(self) -> dict:
         out = {"name": self.name, "matched": self.matched, "verdict": self.verdict, "why": self.why,
                "confidence": self.confidence, "channel": self.channel, "score": self.score}
         if self.estimate is not None:
             out["estimate"] = self.estimate
+        if self.contact_policy is not None:
+            out["contact_policy"] = self.contact_policy
         return out
 
 
@@ -217,6 +229,7 @@ def decide(user: UserContext, playbooks: PlaybookSet | list[PlaybookSpec], histo
     pset = PlaybookSet.of(playbooks)
     matched = pset.matching(user.facts)
     decision = Decision(action="none", matched_playbooks=len(matched), considered=pset.playbooks)
+    limits = history.limits(now)
     eligible: list[tuple[float, PlaybookSpec, Verdict, int]] = []
     for i in matched:
         pb = pset.playbooks[i]
@@ -224,7 +237,7 @@ def decide(user: UserContext, playbooks: PlaybookSet | list[PlaybookSpec], histo
         if not considered(pb, events=events, state_changed=state_changed, every=every):
             verdict.verdict, verdict.why = "not_triggered", f"waits for its trigger event {pb.trigger!r}"
             continue
-        blocked = _blocked(pset, i, user, history, now, verdict)
+        blocked = _blocked(pset, i, user, history, now, verdict, limits_for(pb, history.policy, limits))
         if blocked:
             verdict.verdict, verdict.why = "rejected", blocked
             continue
@@ -241,8 +254,16 @@ def decide(user: UserContext, playbooks: PlaybookSet | list[PlaybookSpec], histo
     verdict.verdict = "picked"
     _fill(decision, pb, verdict, len(eligible), pset.leaves[i], note)
     if learner is not None and decision.action == "send":
-        _learn_channel(decision, pb, user, learner)
+        _learn_channel(decision, pb, user, learner, limits_for(pb, history.policy, limits))
     return decision
+
+
+def limits_for(pb: PlaybookSpec, policy: ContactPolicy | None, limits: Limits) -> Limits | None:
+    """The policy's limits on this playbook: none for an exempt one (its messages still
+    count as contacts)."""
+    if policy is None or policy.exempt(pb.id):
+        return None
+    return limits
 
 
 def priority_of(pb: PlaybookSpec) -> float:
@@ -269,12 +290,14 @@ def _learn_pick(eligible: list, learner: Learner, decision: Decision) -> tuple[t
                     f"picked in {choice.propensity:.0%} of draws)")
 
 
-def _learn_channel(decision: Decision, pb: PlaybookSpec, user: UserContext, learner: Learner) -> None:
-    """A playbook that lists several channels and prefers none: the learner picks one."""
+def _learn_channel(decision: Decision, pb: PlaybookSpec, user: UserContext, learner: Learner,
+                   limits: Limits | None = None) -> None:
+    """A playbook that lists several channels and prefers none: the learner picks one
+    (among those the contact policy leaves open)."""
     listed = (pb.constraints or {}).get("channels") or []
     if len(listed) < 2 or pb.strategy_hints.get("preferred_channel"):
         return
-    usable = usable_channels(listed, user)
+    usable = [ch for ch in usable_channels(listed, user) if not limits or ch not in limits.channels]
     if len(usable) < 2:
         return
     scope = f"channel:{pb.id}"
@@ -315,6 +338,9 @@ def _why_none(playbooks: tuple[PlaybookSpec, ...], decision: Decision) -> str:
         return "no active playbooks"
     verdicts = list(decision.verdicts.values())
     rejected = [v for v in verdicts if v.verdict == "rejected"]
+    suppressed = [v for v in rejected if v.contact_policy is not None]
+    if suppressed:      # without the policy one of these would act: the policy is the reason
+        return suppressed[0].why
     if rejected:
         return f"every matching playbook is blocked; {rejected[0].name}: {rejected[0].why}"
     waiting = [v for v in verdicts if v.verdict == "not_triggered"]
@@ -324,7 +350,7 @@ def _why_none(playbooks: tuple[PlaybookSpec, ...], decision: Decision) -> str:
 
 
 def _blocked(pset: PlaybookSet, i: int, user: UserContext, history: History, now: datetime,
-             verdict: Verdict) -> str | None:
+             verdict: Verdict, limits: Limits | None = None) -> str | None:
     pb = pset.playbooks[i]
     c, hints = pb.constraints or {}, pb.strategy_hints or {}
     exit_met = pset.exit_met[i]
@@ -344,7 +370,28 @@ def _blocked(pset: PlaybookSet, i: int, user: UserContext, history: History, now
         return "quiet hours in the user's time zone"
     if c.get("min_confidence") is not None and verdict.confidence < c["min_confidence"]:
         return f"confidence {verdict.confidence} below min_confidence {c['min_confidence']}"
+    if user_facing and limits is not None:
+        return _policy_blocks(c, hints, user, limits, verdict)
     return None
+
+
+def _policy_blocks(constraints: dict, hints: dict, user: UserContext, limits: Limits,
+                   verdict: Verdict) -> str | None:
+    """The contact policy on a message otherwise eligible: a user-wide rule blocks it; a
+    channel's cap moves it to another usable channel, or blocks it when none is left."""
+    block = limits.block
+    if block is None and verdict.channel in limits.channels:
+        open_ = [ch for ch in usable_channels(list(constraints.get("channels") or CHANNELS), user)
+                 if ch not in limits.channels]
+        if open_:
+            preferred = hints.get("preferred_channel")
+            verdict.channel = preferred if preferred in open_ else open_[0]
+            return None
+        block = limits.channels[verdict.channel]
+    if block is None:
+        return None
+    verdict.contact_policy = block.as_dict()
+    return block.reason
 
 
 def repeat_limit(pb: PlaybookSpec, history: History, now: datetime) -> str | None:
@@ -360,6 +407,19 @@ def repeat_limit(pb: PlaybookSpec, history: History, now: datetime) -> str | Non
     if c.get("max_per_day") is not None and history.last_day.get(pb.id, 0) >= c["max_per_day"]:
         return f"max_per_day reached ({history.last_day.get(pb.id, 0)} of {c['max_per_day']} in 24 h)"
     return None
+
+
+def contact_limit(pb: PlaybookSpec, action: str, channel: str | None, history: History,
+                  now: datetime) -> str | None:
+    """Why the contact policy keeps this decision from being recorded now (the reason
+    `contact_policy: <rule>`), or None: only messages are limited, exempt playbooks never."""
+    if action != "send":
+        return None
+    limits = limits_for(pb, history.policy, history.limits(now))
+    if limits is None:
+        return None
+    block = limits.block or limits.channels.get(channel or "")
+    return block.reason if block else None
 
 
 def max_per_user(constraints: dict) -> int | None:

@@ -78,6 +78,33 @@ class RiskThresholds(_Typed):
     critical: Score | None = None
 
 
+Cap = Annotated[int, Field(ge=0, le=1_000_000)]
+
+
+class ChannelCaps(_Typed):
+    max_per_user_per_day: Cap | None = None
+    max_per_user_per_week: Cap | None = None
+
+
+class ChannelsCaps(_Typed):
+    email: ChannelCaps | None = None
+    in_app: ChannelCaps | None = None
+    webhook: ChannelCaps | None = None
+    crm: ChannelCaps | None = None
+
+
+class ContactPolicy(_Typed):
+    """How often the engine may contact one user, over every playbook and channel
+    (docs/decisions.md, "Contact policy")."""
+
+    max_per_user_per_day: Cap | None = None
+    max_per_user_per_week: Cap | None = None
+    min_hours_between: Annotated[float, Field(ge=0, le=87_600)] | None = None
+    channels: ChannelsCaps | None = None
+    exempt_playbooks: Annotated[list[Annotated[str, Field(min_length=1, max_length=36)]],
+                                Field(max_length=1000)] | None = None
+
+
 class TenantConfig(_Typed):
     model_config = ConfigDict(extra="allow")
 
@@ -91,6 +118,8 @@ class TenantConfig(_Typed):
     # learning (docs/decisions.md, "Learning"): traits whose values are decision features
     decision_features: Annotated[list[Annotated[str, Field(min_length=1, max_length=40)]],
                                  Field(max_length=10)] | None = None
+    # one contact policy over every playbook and channel (docs/decisions.md, "Contact policy")
+    contact_policy: ContactPolicy | None = None
     # scoring (docs/scoring.md)
     milestones: EventNames | None = None
     expansion_events: EventNames | None = None
