@@ -62,9 +62,10 @@ def user_context(session: Session, customer: Customer, specs_: PlaybookSet, now:
                        opted_out=frozenset(customer.opted_out or []))
 
 
-def policy_of(tenant) -> ContactPolicy | None:
-    """The tenant's contact policy (a stored one that does not validate: none)."""
-    configured = tenant_config.read(tenant.config).contact_policy
+def policy_of(config: tenant_config.TenantConfig) -> ContactPolicy | None:
+    """The tenant's contact policy, from its typed config (a stored one that does not
+    validate: none)."""
+    configured = config.contact_policy
     return ContactPolicy.of(configured.model_dump(exclude_none=True)) if configured else None
 
 

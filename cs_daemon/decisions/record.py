@@ -57,8 +57,9 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
     live_only = not (test_events or customer.test)
     user = context.user_context(session, customer, specs, now)
     held_out = holdout.is_held_out(tenant, customer.id)
-    learner = context.learner(session, customer, specs, tenant_config.read(tenant.config).decision_features or [])
-    policy = context.policy_of(tenant)
+    config = tenant_config.read(tenant.config)
+    learner = context.learner(session, customer, specs, config.decision_features or [])
+    policy = context.policy_of(config)
     history = context.history(session, customer.id, now, live_only=live_only, held_out=held_out, policy=policy)
     made = decide(user, specs, history, now=now, events=events, state_changed=state_changed, learner=learner)
     if made.action == "none":

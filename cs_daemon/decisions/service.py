@@ -20,7 +20,8 @@ def dry_run(session: Session, user_id: str, *, now: datetime) -> tuple[Decision,
     specs = context.specs(session)
     user = context.user_context(session, customer, specs, now)
     tenant = session.get(Tenant, customer.tenant_id)
-    learner = context.learner(session, customer, specs, tenant_config.read(tenant.config).decision_features or [])
-    history = context.history(session, user_id, now, live_only=not customer.test, policy=context.policy_of(tenant))
+    config = tenant_config.read(tenant.config)
+    learner = context.learner(session, customer, specs, config.decision_features or [])
+    history = context.history(session, user_id, now, live_only=not customer.test, policy=context.policy_of(config))
     made = decide(user, specs, history, now=now, every=True, learner=learner)
     return made, customer

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from cs_daemon.decisions import requests
+from cs_daemon.decisions import holdout, requests
 from cs_daemon.interventions.models import Intervention
 from tests.conftest import NO_HOLDOUT, auth
 
@@ -173,6 +173,36 @@ def test_what_counts_as_a_contact(client, make_tenant, rt, status, channel, coun
         s.add(Intervention(tenant_id=tenant.id, user_id="u1", status=status, channel=channel, source="manual",
                            planned_at=rt.now(), updated_at=rt.now()))
     assert _sweep(rt, tenant) == (0 if counts else 1)
+
+
+def test_escalations_are_neither_limited_nor_counted(client, make_tenant, rt, clock):
+    tenant = _tenant(make_tenant, max_per_user_per_day=1)
+    _playbook(client, tenant, "call", {"trigger": {"event": "cancel_clicked"}},
+              strategy_hints={"escalate": {"severity": "High"}})
+    _playbook(client, tenant, "nudge", priority=2)
+    _playbook(client, tenant, "tip", priority=1)
+    _user(client, tenant, "u1", "cancel_clicked")
+    assert requests.decide_for(rt, tenant.id, "u1", events=["cancel_clicked"]).channel == "escalate"
+    for _ in range(2):
+        clock.advance(minutes=1)
+        _sweep(rt, tenant)
+    assert [iv.channel for iv in _interventions(rt, tenant)] == ["escalate", "email"]
+
+
+def test_a_held_out_users_decisions_are_paced_by_the_policy_but_are_no_contact(client, make_tenant, rt, clock):
+    tenant = make_tenant(config={"holdout_percent": 50, "contact_policy": {"max_per_user_per_day": 1}})
+    user = next(u for u in (f"user-{i}" for i in range(100)) if holdout.held_out(tenant.id, u, 50))
+    _playbook(client, tenant, "a", priority=2)
+    _playbook(client, tenant, "b", priority=1)
+    _user(client, tenant, user)
+    for _ in range(2):
+        _sweep(rt, tenant)
+        clock.advance(minutes=1)
+    assert [iv.status for iv in _interventions(rt, tenant)] == ["held_out"]    # one per contact it stands for
+    assert client.patch("/api/settings", headers=auth(tenant.key),
+                        json={"config": {"holdout_percent": 0}}).status_code == 200
+    assert _sweep(rt, tenant) == 1                                             # released: no contact yet
+    assert [iv.status for iv in _interventions(rt, tenant)] == ["held_out", "planned"]
 
 
 def test_a_test_users_contacts_do_not_count_for_a_live_decision(client, make_tenant, rt):
