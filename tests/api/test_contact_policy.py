@@ -136,7 +136,7 @@ def test_the_week_cap_counts_every_channel(client, make_tenant, rt, clock):
     assert [iv.channel for iv in _interventions(rt, tenant)] == ["webhook", "crm", "in_app"]
 
 
-def test_an_exempt_playbook_is_not_limited_but_its_messages_count(client, make_tenant, rt):
+def test_an_exempt_playbook_is_not_limited_but_its_messages_count(client, make_tenant, rt, clock):
     tenant = _tenant(make_tenant, max_per_user_per_day=1)
     exempt = _playbook(client, tenant, "receipt", priority=5)
     normal = _playbook(client, tenant, "nudge", priority=1)
@@ -146,6 +146,7 @@ def test_an_exempt_playbook_is_not_limited_but_its_messages_count(client, make_t
     assert _sweep(rt, tenant) == 1 and _sweep(rt, tenant) == 0     # the exempt one's message counts
     assert _dry_run(client, tenant)["rules"][normal]["why"] == "contact_policy: max_per_user_per_day"
 
+    clock.advance(minutes=1)
     other = _playbook(client, tenant, "also-exempt", priority=0)      # exempt ones act under a full day
     assert client.patch("/api/settings", headers=auth(tenant.key), json={"config": {"contact_policy": {
         "max_per_user_per_day": 1, "exempt_playbooks": [exempt, other]}}}).status_code == 200
