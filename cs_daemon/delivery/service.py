@@ -37,7 +37,6 @@ from ..errors import InvalidState, NotFound
 from ..integrations import http
 from ..tenants.models import Tenant
 from .models import Delivery, DeliveryAttempt
-from .signing import headers as signed_headers
 
 log = logging.getLogger(__name__)
 RETRY_DELAYS = (timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10),
