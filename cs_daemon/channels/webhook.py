@@ -1,7 +1,7 @@
 """The webhook channel (docs/webhooks.md): a signed POST over HTTP(S).
 
 An approved `webhook` intervention is one delivery of the channel-delivery payload to
-each active endpoint of the tenant (none: it fails at once). The same signed POST carries
+each active endpoint of the tenant (a tenant without one fails it at once). The same signed POST carries
 everything else that leaves the service over HTTP: the endpoints' events and tests, and
 the dispatches of external actions. A URL of a registered reference scheme
 (`URL_REFS`, e.g. a platform action type's URL made of credentials kept encrypted) is

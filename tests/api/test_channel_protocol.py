@@ -9,11 +9,17 @@ sink instead."""
 from __future__ import annotations
 
 import json
+import uuid
 
+import psycopg
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
+
+from cs_daemon import migrate
 
 from cs_daemon.channels import base as channels
+from cs_daemon.config import Settings
+from cs_daemon.db import get_engine
 from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
 from cs_daemon.integrations.http import Outcome
@@ -21,7 +27,7 @@ from cs_daemon.interventions import service as interventions
 from cs_daemon.interventions.models import Intervention
 from cs_daemon.outbox.models import OutboxEvent
 from cs_daemon.webhooks import service as webhooks
-from tests.conftest import NO_HOLDOUT, auth
+from tests.conftest import NO_HOLDOUT, PG, _pg_conninfo, auth
 
 
 class Pigeon:
@@ -153,3 +159,43 @@ def test_test_mode_work_goes_to_the_sink_not_to_its_channel(client, world, rt, r
     assert (made.channel, made.url) == ("sink", "sink:test-mode")
     _run(rt, tenant, iv)
     assert pigeon.flown == [] and _status(rt, tenant, iv) == "delivered"
+
+
+@pytest.fixture
+def empty_db(backend, tmp_path):
+    """Settings of an empty database (no migration run yet) of this backend."""
+    if backend == "embedded":
+        yield Settings(cs_data_dir=tmp_path, database_url=None, redis_url=None, cs_secret_key="migration-key")
+        return
+    name = f"cs_test_mig_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_pg_conninfo(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    settings = Settings(database_url=f"{PG}/{name}", redis_url=None, cs_secret_key="migration-key")
+    yield settings
+    get_engine(settings).dispose()
+    with psycopg.connect(_pg_conninfo(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
+def test_migration_0024_names_the_channel_of_every_existing_delivery(empty_db, backend):
+    migrate.upgrade(empty_db, "0023")
+    engine = get_engine(empty_db)
+    rows = {"d-sink": ("channel", "sink:test-mode", ""), "d-mail": ("invitation", "mailto:ed@x.io", "enc"),
+            "d-inapp": ("channel", "inapp:u1", ""), "d-none": ("channel", "none:", ""),
+            "d-crm": ("channel", "https://crm.example/h", "ref:crm"), "d-hook": ("event", "https://h.example/", "enc"),
+            "d-platform": ("dispatch", "platform:abc:https://x", "enc")}
+    with engine.begin() as conn:
+        # rows of no tenant: this test is about the deliveries alone
+        conn.execute(text("SET session_replication_role = replica" if backend == "postgres"
+                          else "PRAGMA foreign_keys = OFF"))
+        for did, (kind, url, secret) in rows.items():
+            conn.execute(text("INSERT INTO deliveries (id, tenant_id, kind, event_type, url, body, headers, secret_enc, "
+                              "status, attempts, max_attempts, test, created_at, updated_at) VALUES (:id, 't', :kind, "
+                              "'x', :url, '{}', '{}', :secret, 'failed', 1, 6, false, :at, :at)"),
+                         {"id": did, "kind": kind, "url": url, "secret": secret, "at": "2026-11-01 00:00:00"})
+    migrate.upgrade(empty_db)
+    with engine.connect() as conn:
+        found = dict(conn.execute(text("SELECT id, channel FROM deliveries")).all())
+    assert found == {"d-sink": "sink", "d-mail": "email", "d-inapp": "in_app", "d-none": "none", "d-crm": "crm",
+                     "d-hook": "webhook", "d-platform": "webhook"}
