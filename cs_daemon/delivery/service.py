@@ -137,7 +137,7 @@ class Claimed:
     number: int
     lease_until: datetime
     max_attempts: int = MAX_ATTEMPTS
-    channel: str = "webhook"
+    channel: str = "webhook"      # the registered channel whose `send` makes the attempt
 
 
 # Claiming and recording are the hot path of every delivery: fixed Core statements (built
