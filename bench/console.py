@@ -68,9 +68,10 @@ VALUES ('00000000-0000-4000-b000-000000000001', %(t)s, 'https://hooks.example.co
 """
 
 DELIVERIES = """
-INSERT INTO deliveries (id, tenant_id, kind, endpoint_id, subject_id, event_type, url, body, headers, secret_enc,
-                        status, attempts, max_attempts, test, created_at, updated_at)
-SELECT '00000000-0000-4000-c000-' || lpad(to_hex(g), 12, '0'), %(t)s, 'event', '00000000-0000-4000-b000-000000000001',
+INSERT INTO deliveries (id, tenant_id, kind, channel, endpoint_id, subject_id, event_type, url, body, headers,
+                        secret_enc, status, attempts, max_attempts, test, created_at, updated_at)
+SELECT '00000000-0000-4000-c000-' || lpad(to_hex(g), 12, '0'), %(t)s, 'event', 'webhook',
+       '00000000-0000-4000-b000-000000000001',
        NULL, 'user.stage_changed', 'https://hooks.example.com/cs', '{}', '{}', '',
        CASE WHEN g %% 10 = 0 THEN 'failed' ELSE 'delivered' END, 2, 6, false,
        %(now)s - make_interval(secs => g * 60), %(now)s

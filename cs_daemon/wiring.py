@@ -2,13 +2,12 @@
 cosmicpython's bootstrap.py). It registers, explicitly and once per process, what each
 part needs from the others:
 
-- the transports of the channels (`mailto:` email, `inapp:` the in-app stream, `sink:`
-  test mode) and the URL and secret references the delivery mechanism resolves at send
+- the channels (email, in_app, webhook, crm, and the test-mode sink), the URL references
+  the webhook channel and the secret references the delivery mechanism resolve at send
   time;
 - the delivery listeners (interventions, webhook endpoints, external actions) and the
   guard that holds back withdrawn work;
 - the email composers of the team invitation and the console's sign-in link;
-- the withdraw hook of the in-app stream;
 - the domain event handlers (events ingested -> decisions owed);
 - the job actors and the periodic jobs.
 
@@ -23,7 +22,8 @@ from __future__ import annotations
 import threading
 
 from . import domain_events
-from .channels import email, in_app, sink
+from .channels import base as channels
+from .channels import crm, email, in_app, sink, webhook
 from .clock import Clock
 from .config import Settings
 from .console import mail as console_mail
@@ -67,13 +67,15 @@ def wire() -> None:
 
 
 def _channels() -> None:
-    delivery.TRANSPORTS.update({"mailto": email.transport, in_app.SCHEME: in_app.transport,
-                                "sink": sink.transport})
-    delivery.URL_REFS[platform_urls.SCHEME] = platform_urls.resolve
-    delivery.SECRET_REFS["crm"] = pipeline.crm_secret
+    channels.register(email.CHANNEL)
+    channels.register(in_app.CHANNEL)
+    channels.register(webhook.CHANNEL)
+    channels.register(crm.CHANNEL)
+    channels.register(sink.CHANNEL)
+    webhook.URL_REFS[platform_urls.SCHEME] = platform_urls.resolve
+    delivery.SECRET_REFS[crm.NAME] = crm.secret
     email.COMPOSERS[team_mail.KIND] = team_mail.compose
     email.COMPOSERS[console_mail.KIND] = console_mail.compose
-    pipeline.WITHDRAW_HOOKS.append(in_app.withdraw)
 
 
 def _listeners() -> None:

@@ -1,4 +1,7 @@
-"""The email channel: the `mailto:` transport of the delivery mechanism (docs/channels.md, "Email").
+"""The email channel (docs/channels.md, "Email"): an approved `email` intervention is one
+`mailto:<address>` delivery (a user without an address fails at once); the team
+invitation and the console's sign-in link are mail of their own kinds, written by their
+composers (`COMPOSERS`), sent the same way.
 
 One message per delivery, sent with smtplib to SMTP_URL (`smtp://[user:pass@]host:port`,
 `?starttls=1` to upgrade with STARTTLS, `smtps://` for implicit TLS), From MAIL_FROM, To
@@ -33,8 +36,12 @@ from sqlalchemy.orm import Session
 from ..customers.models import Customer
 from ..delivery import service as delivery
 from ..integrations.http import Outcome
+from ..interventions.models import Intervention
 from ..playbooks.models import Playbook
 from . import optout
+from .base import Planned, Undeliverable
+
+NAME = "email"
 
 DEFAULT_SUBJECT = "A message for you"
 
@@ -175,7 +182,7 @@ def _text(reply) -> str:
 
 
 def transport(claimed, secret, rt, now) -> Outcome:
-    """The mailto: transport: compose and send one message, answer the outcome."""
+    """One attempt: compose and send one message, answer the outcome."""
     started = time.monotonic()
     settings = rt.settings
     if not settings.smtp_url:
@@ -236,3 +243,25 @@ def _opted_out(rt, tenant_id: str, user_id: str | None) -> bool:
 
 def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 1)
+
+
+class Email:
+    name = NAME
+    delivered_on_attempt = True
+
+    def deliveries_for(self, session: Session, iv: Intervention) -> list[Planned]:
+        customer = session.get(Customer, (iv.tenant_id, iv.user_id))
+        if not customer or not customer.email:
+            raise Undeliverable("the user has no email address")
+        return [Planned(url=f"mailto:{customer.email}",
+                        body={"intervention_id": iv.id, "user_id": iv.user_id, "name": customer.name,
+                              "message_body": iv.message_body or "", "subject": subject_of(session, iv.playbook_id)})]
+
+    def send(self, claimed, secret: str, rt, now) -> Outcome:
+        return transport(claimed, secret, rt, now)
+
+    def withdraw(self, session: Session, iv: Intervention, *, was: str, now) -> None:
+        """Mail that left cannot be called back."""
+
+
+CHANNEL = Email()

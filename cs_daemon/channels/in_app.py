@@ -1,9 +1,10 @@
 """The in_app channel (docs/channels.md, "In-app"): approved in-app interventions become messages on
 the user's server-sent-events stream.
 
-The `inapp:<user_id>` delivery of an approved intervention writes the message row (once
-per intervention) and wakes the user's streams; the pipeline then marks the
-intervention `sent` (queued). A stream that writes the message marks it, and the
+The channel (`CHANNEL`) writes one `inapp:<user_id>` delivery for an approved
+intervention; its attempt writes the message row (once per intervention) and wakes the
+user's streams. The attempt only queues the message (`delivered_on_attempt` is False), so
+the pipeline marks the intervention `sent`. A stream that writes the message marks it, and the
 intervention, `delivered`; a user who is not connected gets it on the next connect. A
 rollback withdraws the message: it is never sent again, and streams that sent it say
 `event: withdrawn`.
@@ -32,11 +33,14 @@ from ..interventions import pipeline
 from ..interventions.models import Intervention
 from ..playbooks.models import Playbook
 from . import in_app_wakeups
+from .base import Planned
 from .in_app_models import InAppMessage
+from .payload import channel_payload, customer_of
 
 log = logging.getLogger(__name__)
 
-SCHEME = "inapp"
+NAME = "in_app"
+SCHEME = "inapp"    # the address of a delivery: inapp:<user_id>
 QUEUEABLE = ("approved", "sent", "delivered")     # delivered: a repeated attempt finds it queued
 WITHDRAWAL_RECALL = timedelta(days=7)   # how far back a resumed stream hears of withdrawals
 
@@ -103,6 +107,23 @@ def transport(claimed: delivery.Claimed, secret: str, rt, now: datetime) -> Outc
         return Outcome(None, None, refused, latency_ms, permanent=True)
     wake(rt.settings, claimed.tenant_id, user_id)
     return Outcome(200, f"queued on the user's in-app stream as message {seq}", None, latency_ms)
+
+
+class InApp:
+    name = NAME
+    delivered_on_attempt = False    # queued by the attempt, delivered when a stream sends it
+
+    def deliveries_for(self, session: Session, iv: Intervention) -> list[Planned]:
+        return [Planned(url=f"{SCHEME}:{iv.user_id}", body=channel_payload(iv, customer_of(session, iv)))]
+
+    def send(self, claimed: delivery.Claimed, secret: str, rt, now: datetime) -> Outcome:
+        return transport(claimed, secret, rt, now)
+
+    def withdraw(self, session: Session, iv: Intervention, *, was: str, now: datetime) -> None:
+        withdraw(session, iv, now)      # queued or sent, it is withdrawn
+
+
+CHANNEL = InApp()
 
 
 # --- withdrawal (rollback) ------------------------------------------------------------

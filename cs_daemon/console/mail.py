@@ -29,7 +29,7 @@ def sign_in_link(public_url: str, token: str) -> str:
 
 def queue(session: Session, made: service.LinkMade, *, settings, now: datetime) -> None:
     tenant = session.get(Tenant, made.link.tenant_id)
-    delivery.create(session, made.link.tenant_id, kind=KIND, url=f"mailto:{made.email}",
+    delivery.create(session, made.link.tenant_id, kind=KIND, channel=email.NAME, url=f"mailto:{made.email}",
                     body={"team": tenant.name, "expires_at": made.link.expires_at.isoformat()},
                     secret_enc=crypto.encrypt(settings.secret_key, made.token), event_type=EVENT_TYPE,
                     subject_id=made.link.id, headers={"X-Service-Channel": "email"}, now=now)

@@ -9,9 +9,9 @@ from ..db import TenantOwned, id_field, json_field, time_field
 
 
 class Delivery(TenantOwned, table=True):
-    """One signed POST to make, with its retries: the durable record of work that must
-    leave the service (webhook events, channel deliveries, action dispatches). The body
-    is fixed at creation, so every attempt sends the same bytes."""
+    """One message to send, with its retries: the durable record of work that must leave
+    the service (webhook events, channel deliveries, action dispatches, mail), sent by
+    its `channel`. The body is fixed at creation, so every attempt sends the same bytes."""
 
     __tablename__ = "deliveries"
     __table_args__ = (
@@ -22,6 +22,7 @@ class Delivery(TenantOwned, table=True):
 
     id: str = id_field()
     kind: str = Field(max_length=30)              # event | test | channel | dispatch
+    channel: str = Field(max_length=30)           # the channel that sends it: webhook | crm | email | in_app | sink
     endpoint_id: str | None = Field(default=None, max_length=36)
     subject_id: str | None = Field(default=None, max_length=36)   # outbox event, intervention, action
     event_type: str = Field(max_length=100)

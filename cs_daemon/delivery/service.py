@@ -10,7 +10,11 @@ intervention paused or rolled back since); a delivery cancelled while its attemp
 out stays cancelled, whatever the attempt found. A periodic sweep re-enqueues whatever is
 due, so a lost message, a killed worker or a restart only delays a delivery. Retries follow the previous attempt
 by 30 s, 2 min, 10 min, 30 min and 2 h; the sixth failure is final, and so is one the
-transport calls permanent (`Outcome.permanent`, e.g. a mailbox the SMTP server refuses).
+channel calls permanent (`Outcome.permanent`, e.g. a mailbox the SMTP server refuses).
+
+Each delivery names the channel that sends it (`channel`: webhook, crm, email, in_app,
+sink; docs/architecture.md, "The channel interface"); the attempt is that channel's
+`send`. Its URL is only the address, as the log shows it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -27,12 +31,12 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from .. import crypto, metrics
+from ..channels import base as channels
 from ..db import locked, new_id, on_commit, on_commit_each
 from ..errors import InvalidState, NotFound
 from ..integrations import http
 from ..tenants.models import Tenant
 from .models import Delivery, DeliveryAttempt
-from .signing import headers as signed_headers
 
 log = logging.getLogger(__name__)
 RETRY_DELAYS = (timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10),
@@ -58,22 +62,9 @@ LOCK_FIRST: dict[str, Callable[[Session, str], None]] = {}
 Guard = Callable[[Session, str], str | None]
 GUARDS: dict[str, Guard] = {}
 
-# URL scheme -> transport(claimed, secret, rt, now) -> Outcome. http(s) is built in; the
-# channels add mailto: (email), inapp: (the in-app stream) and sink: (test mode).
-Transport = Callable[["Claimed", str, object, datetime], http.Outcome]
-TRANSPORTS: dict[str, Transport] = {}
-
 # "ref:<name>" secrets are read at send time (e.g. the tenant's CRM secret in its config)
 SecretRef = Callable[[Session, str], str]
 SECRET_REFS: dict[str, SecretRef] = {}
-
-# "<scheme>:<reference>" URLs are resolved at send time, e.g. a platform action type's URL
-# filled from credentials kept encrypted (external/credentials.py): the row, its log and
-# every listing hold the reference. A resolver takes (session, reference, CS_SECRET_KEY)
-# and answers (URL, the secret values in it), which are kept out of the attempt's log.
-UrlRef = Callable[[Session, str, str], tuple[str, tuple[str, ...]]]
-URL_REFS: dict[str, UrlRef] = {}
-HIDDEN = "[credential]"
 
 
 def listen(kind: str, fn: Listener, *, when: When | None = None,
@@ -87,14 +78,15 @@ def encode(body: dict) -> str:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
-def create(session: Session, tenant_id: str, *, kind: str, url: str, body: dict, secret_enc: str,
+def create(session: Session, tenant_id: str, *, kind: str, channel: str, url: str, body: dict, secret_enc: str,
            event_type: str, now: datetime, endpoint_id: str | None = None,
            subject_id: str | None = None, headers: dict | None = None, test: bool = False,
            max_attempts: int = MAX_ATTEMPTS, enqueue: bool = True) -> Delivery:
     """Write the delivery; after commit, a job sends it (unless the caller sends it itself
-    with `attempt`, as the endpoint test does)."""
+    with `attempt`, as the endpoint test does). `channel` is the registered channel that
+    sends it."""
     delivery = Delivery(
-        tenant_id=tenant_id, kind=kind, url=url, body=encode(body), secret_enc=secret_enc,
+        tenant_id=tenant_id, kind=kind, channel=channel, url=url, body=encode(body), secret_enc=secret_enc,
         event_type=event_type, endpoint_id=endpoint_id, subject_id=subject_id,
         headers=headers or {}, test=test, max_attempts=max_attempts, status="pending",
         next_attempt_at=now, created_at=now, updated_at=now,
@@ -145,6 +137,7 @@ class Claimed:
     number: int
     lease_until: datetime
     max_attempts: int = MAX_ATTEMPTS
+    channel: str = "webhook"      # the registered channel whose `send` makes the attempt
 
 
 # Claiming and recording are the hot path of every delivery: fixed Core statements (built
@@ -158,7 +151,7 @@ _CLAIM = (update(_deliveries)
                  _d.tenant_id.notin_(select(_tenants.c.id).where(_tenants.c.kill_switch_active.is_(True))))
           .values(locked_until=bindparam("lease"))
           .returning(_d.id, _d.tenant_id, _d.kind, _d.url, _d.body, _d.headers, _d.secret_enc, _d.subject_id,
-                     _d.attempts, _d.max_attempts))
+                     _d.attempts, _d.max_attempts, _d.channel))
 _LOG = insert(_attempts)
 
 
@@ -189,7 +182,7 @@ def claim(session: Session, delivery_id: str, now: datetime) -> Claimed | None:
     if row is None:
         return None
     return Claimed(row.id, row.tenant_id, row.kind, row.url, row.body, row.headers, row.secret_enc,
-                   row.subject_id, row.attempts + 1, now + LEASE, row.max_attempts)
+                   row.subject_id, row.attempts + 1, now + LEASE, row.max_attempts, row.channel)
 
 
 def secret_of(rt, claimed: Claimed) -> str:
@@ -202,48 +195,19 @@ def secret_of(rt, claimed: Claimed) -> str:
 
 
 def send(rt, claimed: Claimed, now: datetime) -> http.Outcome:
+    """One attempt through the delivery's channel, unless its guard holds it back."""
     refused = _unwanted(rt, claimed)
     if refused:
         return http.Outcome(None, None, refused, 0.0, permanent=True)
-    scheme = claimed.url.split(":", 1)[0]
+    try:
+        channel = channels.get(claimed.channel)
+    except LookupError as exc:      # a row of a channel this service no longer has
+        return http.Outcome(None, None, str(exc), 0.0, permanent=True)
     try:
         secret = secret_of(rt, claimed)
     except Exception as exc:  # a secret that cannot be read fails the attempt, visibly
         return http.Outcome(None, None, f"signing secret unavailable: {type(exc).__name__}: {exc}", 0.0)
-    if scheme in URL_REFS:
-        return _post_resolved(rt, claimed, secret, now)
-    if scheme in TRANSPORTS:
-        return TRANSPORTS[scheme](claimed, secret, rt, now)
-    return _post(rt, claimed.url, claimed, secret, now)
-
-
-def _post(rt, url: str, claimed: Claimed, secret: str, now: datetime) -> http.Outcome:
-    body = claimed.body.encode()
-    hdrs = signed_headers(secret=secret, body=body, delivery_id=claimed.id,
-                          event_id=claimed.subject_id, now=now, extra=claimed.headers)
-    return http.post(url, body, hdrs, allow_private=rt.settings.private_webhook_urls_allowed,
-                     deadline_s=DEADLINE_SECONDS, tenant=claimed.tenant_id)
-
-
-def _post_resolved(rt, claimed: Claimed, secret: str, now: datetime) -> http.Outcome:
-    """POST to the URL a reference resolves to now; what the attempt logs (its error, the
-    answer's excerpt) shows none of the secrets the URL was made of."""
-    scheme, ref = claimed.url.split(":", 1)
-    try:
-        with rt.session(claimed.tenant_id, commit=False) as session:
-            url, hidden = URL_REFS[scheme](session, ref, rt.settings.secret_key)
-    except Exception as exc:  # a URL that cannot be made fails the attempt, visibly
-        return http.Outcome(None, None, f"URL unavailable: {type(exc).__name__}: {exc}", 0.0)
-    outcome = _post(rt, url, claimed, secret, now)
-    secrets = (url, *hidden)
-    return replace(outcome, error=_hide(outcome.error, secrets), excerpt=_hide(outcome.excerpt, secrets))
-
-
-def _hide(text: str | None, secrets: tuple[str, ...]) -> str | None:
-    for value in sorted(secrets, key=len, reverse=True):
-        if text and value:
-            text = text.replace(value, HIDDEN)
-    return text
+    return channel.send(claimed, secret, rt, now)
 
 
 def _unwanted(rt, claimed: Claimed) -> str | None:

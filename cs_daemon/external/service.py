@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .. import crypto
+from ..channels import sink, webhook
 from ..customers import ingest
 from ..customers.models import Customer
 from ..db import locked
@@ -155,7 +156,8 @@ def dispatch(session: Session, tenant_id: str, *, type_name: str, user_id: str, 
     body = {"action_id": action.id, "action_type": action_type.name, "user_id": user_id, "parameters": parameters,
             "reasoning": reasoning or "", "confidence": str(float(confidence)),
             "tenant_id": tenant_id, "timestamp": now.isoformat()}
-    delivery.create(session, tenant_id, kind=KIND, url="sink:test-mode" if test else dispatch_url(action_type),
+    delivery.create(session, tenant_id, kind=KIND, channel=sink.NAME if test else webhook.NAME,
+                    url=sink.SINK_URL if test else dispatch_url(action_type),
                     body=body, secret_enc="" if test else action_type.secret_enc, event_type="external_action.dispatch",
                     subject_id=action.id, headers={"X-Service-Action-Id": action.id}, test=test, now=now)
     return action

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from .. import crypto
 from ..channels import email
-from ..channels.sink import SINK_URL
+from ..channels import sink
 from ..delivery import service as delivery
 from ..delivery.models import Delivery
 from ..tenants.models import Tenant
@@ -43,8 +43,8 @@ def queue(session: Session, invitation: Invitation, token: str, *, settings, now
     tenant = session.get(Tenant, invitation.tenant_id)
     body = {"invitation_id": invitation.id, "team": tenant.name, "role": invitation.role,
             "invited_by": _inviter(session, invitation.invited_by), "expires_at": invitation.expires_at.isoformat()}
-    return delivery.create(session, invitation.tenant_id, kind=KIND,
-                           url=SINK_URL if test else f"mailto:{invitation.email}", body=body,
+    return delivery.create(session, invitation.tenant_id, kind=KIND, channel=sink.NAME if test else email.NAME,
+                           url=sink.SINK_URL if test else f"mailto:{invitation.email}", body=body,
                            secret_enc=crypto.encrypt(settings.secret_key, token), event_type=EVENT_TYPE,
                            subject_id=invitation.id, headers={"X-Service-Channel": "email"}, test=test, now=now)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.orm import Session
 
@@ -14,12 +14,17 @@ from .. import crypto, plans
 from ..delivery import service as delivery
 from ..delivery.models import Delivery
 from ..errors import FeatureNotOnPlan, NotFound, PlanLimit, ValidationFailed
-from ..external import credentials as platform_url
 from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..tenants.models import Tenant
 from . import catalogue
 from .models import WebhookEndpoint
+
+# the channels (channels/webhook.py, channels/crm.py; named here, as the webhook channel
+# imports the outbox, which fans out through this module) that POST over HTTP: their
+# deliveries make the webhook log
+WEBHOOK = "webhook"
+OVER_HTTP = (WEBHOOK, "crm")
 
 # a test-mode event carries this header and `"test": true` in its body; a live one neither
 # (docs/webhooks.md, "Test mode")
@@ -129,7 +134,7 @@ def fan_out(session: Session, tenant_id: str, events: list[tuple[str, str, dict]
         for endpoint in endpoints:
             if catalogue.matches(endpoint.subscribed_events, kind):
                 made.append(delivery.create(
-                    session, tenant_id, kind="event", url=endpoint.url, body={**payload, **body_mark},
+                    session, tenant_id, kind="event", channel=WEBHOOK, url=endpoint.url, body={**payload, **body_mark},
                     secret_enc=endpoint.secret_enc, event_type=kind, endpoint_id=endpoint.id,
                     subject_id=event_id, headers=headers, test=test, now=now))
     return made
@@ -143,7 +148,7 @@ def send_test(session: Session, endpoint_id: str, *, now: datetime) -> Delivery:
     if not endpoint.active:
         raise NotFound("webhook endpoint not found")
     made = delivery.create(
-        session, endpoint.tenant_id, kind="test", url=endpoint.url,
+        session, endpoint.tenant_id, kind="test", channel=WEBHOOK, url=endpoint.url,
         body={"event": "webhook.test", "endpoint_id": endpoint.id, "sent_at": now.isoformat()},
         secret_enc=endpoint.secret_enc, event_type="webhook.test", endpoint_id=endpoint.id,
         now=now, max_attempts=1, enqueue=False)
@@ -162,13 +167,11 @@ def deliveries(session: Session, endpoint_id: str, *, status: str | None, limit:
 def delivery_log(session: Session, tenant_id: str, *, endpoint_id: str | None = None,
                  status: str | None = None, since: datetime | None = None,
                  limit: int | None = 100) -> list[Delivery]:
-    """A tenant's webhook deliveries (those POSTed over HTTP: endpoint events and tests,
-    webhook-channel and CRM interventions, action dispatches; not email, in-app or
-    test-mode sinks), newest first, optionally of one endpoint, in one status, or created
-    at or after `since` (no limit when `limit` is None)."""
-    over_http = or_(Delivery.url.startswith("https://"), Delivery.url.startswith("http://"),
-                    Delivery.url.startswith(f"{platform_url.SCHEME}:"))
-    query = (select(Delivery).where(Delivery.tenant_id == tenant_id, over_http)
+    """A tenant's webhook deliveries (those POSTed over HTTP, by the webhook and CRM
+    channels: endpoint events and tests, webhook-channel and CRM interventions, action
+    dispatches; not email, in-app or test-mode sinks), newest first, optionally of one
+    endpoint, in one status, or created at or after `since` (no limit when `limit` is None)."""
+    query = (select(Delivery).where(Delivery.tenant_id == tenant_id, Delivery.channel.in_(OVER_HTTP))
              .order_by(Delivery.created_at.desc(), Delivery.id.desc()))
     if endpoint_id:
         query = query.where(Delivery.endpoint_id == endpoint_id)

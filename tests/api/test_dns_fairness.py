@@ -51,7 +51,7 @@ def dns(monkeypatch):
 
 def _delivery(rt, tenant, url) -> str:
     with rt.session(tenant.id) as s:
-        return delivery.create(s, tenant.id, kind="event", url=url, body={"event": "x"}, secret_enc="",
+        return delivery.create(s, tenant.id, kind="event", channel="webhook", url=url, body={"event": "x"}, secret_enc="",
                                event_type="user.risk_changed", now=rt.now(), enqueue=False).id
 
 

@@ -120,7 +120,7 @@ def test_email_deliveries_are_neither_listed_nor_replayed(cs, client, growth, rt
     register(client, growth, receiver.url)
     hook = emit(rt, growth)
     with rt.session(growth.id) as s:
-        email = delivery.create(s, growth.id, kind="channel", url="mailto:ada@example.com",
+        email = delivery.create(s, growth.id, kind="channel", channel="email", url="mailto:ada@example.com",
                                 body={"intervention_id": "iv1"}, secret_enc="", event_type="channel.email",
                                 now=rt.now(), enqueue=False)
         email.status, email.next_attempt_at, email_id = "failed", None, email.id

@@ -1,6 +1,6 @@
 """The composition root registers every part once, and nothing is left to an import:
 every job actor any module declares is one the root binds to the broker, and the
-delivery mechanism knows each channel's transport."""
+channel registry knows each channel."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pkgutil
 
 import cs_daemon
 from cs_daemon import domain_events, wiring
+from cs_daemon.channels import base as channels
 from cs_daemon.delivery import service as delivery
 from cs_daemon.jobs import broker, registry
 
@@ -29,7 +30,7 @@ def test_every_declared_actor_is_wired():
 def test_wiring_registers_the_channels_the_listeners_and_the_jobs_once():
     wiring.wire()
     wiring.wire()
-    assert {"mailto", "inapp", "sink"} <= set(delivery.TRANSPORTS)
+    assert {"email", "in_app", "webhook", "crm", "sink"} <= channels.names()
     assert {kind: len(fns) for kind, fns in delivery.LISTENERS.items()} == \
         {"channel": 1, "event": 1, "test": 1, "dispatch": 1}
     assert len(domain_events._handlers[domain_events.EventsIngested]) == 1
