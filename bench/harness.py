@@ -475,13 +475,13 @@ def parser(doc: str, options: str) -> argparse.ArgumentParser:
     taken), a|b|c (choices, the first the default), 'text' or a METAVAR (text, no
     default); `--name help` is a flag."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.set_defaults(least={})
+    ap.least = {}      # flag -> the least value it takes (checked by main)
     for flag, word, text in (item.split(None, 2) for item in re.split(r"\n(?=--)", options.strip())):
         text = " ".join(text.split()).replace("%", "%%")    # argparse formats the help with %
         if re.fullmatch(r"[\d_]+(\.\d*)?", word):
             kind = float if "." in word else int
             if least := re.match(r">=(\d+) ", text):
-                ap.get_default("least")[flag] = kind(least.group(1))
+                ap.least[flag] = kind(least.group(1))
                 text = text[least.end():] + f"; at least {least.group(1)}"
             ap.add_argument(flag, type=kind, default=kind(word), help=f"{text} (default {word.replace('_', ',')})")
         elif "|" in word:
@@ -501,7 +501,7 @@ def main(name: str, doc: str, options: str, run: Callable, check: Callable | Non
     bench down, also on an error or SIGTERM; the exit status."""
     ap = parser(doc, options)
     args = ap.parse_args(argv)
-    for flag, least in args.least.items():
+    for flag, least in ap.least.items():
         if getattr(args, flag[2:].replace("-", "_")) < least:
             ap.error(f"{flag} must be >= {least}")
     if check and (problem := check(args)):
