@@ -25,9 +25,9 @@ GOAL = 2.0
 PLAN = "scale"
 
 OPTIONS = """
---requests 3000  measured requests per target
---warmup 300     warm-up requests per target
---rounds 10      interleaved rounds
+--requests 3000  >=100 measured requests per target
+--warmup 300     >=0 warm-up requests per target
+--rounds 10      >=1 interleaved rounds
 --budget 100.0   seconds for the whole run: rounds that would end later are skipped
 --keys 1         API keys to rotate at least (more are issued when the request count needs them)
 --strict         exit 1 when the p50 ratio misses the goal
@@ -58,13 +58,9 @@ def run(bench: h.Bench, args) -> int:
     db = bench.database()
     h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, PLAN, keys=keys_needed)
-    ours_srv, bare_srv = bench.gunicorn(db), bench.gunicorn(db, "bare_app:app", "bare", h.BENCH)
     auth = [{"Authorization": f"Bearer {k}"} for k in tenant.keys]
-    first = ours_srv.wait_http("/api/settings", auth[0])
+    (ours_srv, first), bare_srv = bench.api(db, auth[0], PLAN), bench.gunicorn(db, "bare_app:app", "bare", h.BENCH)
     bare_srv.wait_http("/bare")
-    if first.headers.get("X-RateLimit-Limit") != str(limit):
-        raise h.BenchError(f"expected X-RateLimit-Limit {limit} (production mode, plan {PLAN}), got "
-                           f"{first.headers.get('X-RateLimit-Limit')!r}")
     h.say(f"servers up after {time.monotonic() - t_start:.1f} s; warming up")
     targets = {"GET /api/settings": (ours_srv.url("/api/settings"), auth), "GET /bare": (bare_srv.url("/bare"), [{}])}
     lat: dict[str, list[float]] = {t: [] for t in targets}
@@ -100,7 +96,7 @@ def run(bench: h.Bench, args) -> int:
                    for t, x in s.items()], ["endpoint", "p50 ms", "p95 ms", "p99 ms", "mean ms", "req/s"]))
     print(f"\n  p50 ratio (ours / bare): {ratio:.2f}   goal: <= {GOAL:.1f} ({'met' if ratio <= GOAL else 'NOT met'})")
     print(f"  p50 overhead of the API layer: {s['GET /api/settings']['p50'] - s['GET /bare']['p50']:.2f} ms a request")
-    print(f"  total run {time.monotonic() - t_start:.1f} s; {probe.line()}")
+    print(f"  {probe.line()}")
     if max(probe.load0, os.getloadavg()[0]) > h.CPUS * 0.75:
         print("  NOTE: the machine was busy with other work; latencies are inflated and the ratio is "
               "less reliable - rerun on a quiet machine")
@@ -108,8 +104,8 @@ def run(bench: h.Bench, args) -> int:
 
 
 def check(args) -> str | None:
-    if args.requests < 100 or args.rounds < 1 or args.warmup < 0 or not 1 <= args.keys <= 100:
-        return "--requests must be >= 100, --rounds >= 1, --warmup >= 0, --keys 1..100"
+    if not 1 <= args.keys <= 100:
+        return "--keys takes 1 to 100"
 
 
 if __name__ == "__main__":

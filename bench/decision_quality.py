@@ -237,16 +237,8 @@ def latency(bench: h.Bench, args) -> None:
     h.Api(ours.url(), tenant.key).call("POST", "/api/track", {"events": [{"user_id": "lat-1", "event": "x"}]})
     body = {"user_id": "lat-1", "domain": "loyalty", "available_actions": [f"act_{i}" for i in range(10)],
             "context": {"plan": "smb"}}
-    times = {"ours": [], "today": []}
-    sides = {"ours": h.Api(ours.url(), tenant.key), "today": h.Api(base.url(), tenant.key)}
-    for name, api in sides.items():        # warm up
-        for _ in range(10):
-            api.call("POST", "/api/decisions/recommend", body)
-    for _ in range(args.requests):
-        for name, api in sides.items():
-            t0 = time.perf_counter()
-            api.call("POST", "/api/decisions/recommend", body)
-            times[name].append(time.perf_counter() - t0)
+    times, _ = h.sides({name: lambda api=h.Api(srv.url(), tenant.key): api.call("POST", "/api/decisions/recommend", body)
+                        for name, srv in (("ours", ours), ("today", base))}, args.requests, 10)
     print(f"\nrecommend with 10 options, {args.logged:,} logged decisions (PostgreSQL, gunicorn, "
           f"{args.requests} calls a side, interleaved)")
     rows = [[n, f"{h.percentile(ts, 50) * 1000:.1f}", f"{h.percentile(ts, 99) * 1000:.1f}"] for n, ts in times.items()]

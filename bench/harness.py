@@ -108,6 +108,19 @@ def timed(fn: Callable):
     return time.perf_counter() - t0, value
 
 
+def sides(fns: dict[str, Callable], rounds: int, warmup: int = 0) -> tuple[dict[str, list[float]], dict]:
+    """Call each named function once a round, interleaved, after `warmup` untimed rounds:
+    the seconds of each call by name, and each one's last value."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times, last = {k: [] for k in fns}, {}
+    for _, k in interleave(rounds, list(fns)):
+        dt, last[k] = timed(fns[k])
+        times[k].append(dt)
+    return times, last
+
+
 def cost(label: str, fn: Callable, items: Sequence, chunks: int = 4, warmup: int = 0) -> float:
     """Print the CPU ms (robust when the machine is busy) and wall ms of one call fn(item),
     each the best of `chunks` chunks of the items; return the CPU ms."""
@@ -367,6 +380,18 @@ class Bench:
                 "--pythonpath", str(path), "--graceful-timeout", "5", *no_socket]
         return self.start(Server(name, argv, self.env(dbname, **env), self.tmp, port))
 
+    def api(self, dbname: str, headers: dict, plan: str, **env) -> tuple[Server, requests.Response]:
+        """The real app under gunicorn, once GET /api/settings answers with the plan's rate
+        limit (production mode); that first answer."""
+        from cs_daemon.plans import plan as plan_of
+
+        srv = self.gunicorn(dbname, **env)
+        first = srv.wait_http("/api/settings", headers)
+        if first.headers.get("X-RateLimit-Limit") != str(plan_of(plan).requests_per_minute):
+            raise BenchError(f"expected X-RateLimit-Limit {plan_of(plan).requests_per_minute} (production mode, "
+                             f"plan {plan}), got {first.headers.get('X-RateLimit-Limit')!r}")
+        return srv, first
+
     def cs(self, dbname: str, name: str, *args: str, port: int = 0, **env) -> Server:
         """`cs serve` or `cs worker` (args after `cs`)."""
         return self.start(Server(name, [CS, *args], self.env(dbname, **env), self.tmp, port))
@@ -446,13 +471,18 @@ def unset(prefix: str) -> int:
 
 def parser(doc: str, options: str) -> argparse.ArgumentParser:
     """A script's options: `--name DEFAULT help` each (indented lines continue the help),
-    where DEFAULT is a number (the option's type is its), a|b|c (choices, the first the
-    default), 'text' or a METAVAR (text, no default); `--name help` is a flag."""
+    where DEFAULT is a number (the option's type is its; `>=N` after it, the least value
+    taken), a|b|c (choices, the first the default), 'text' or a METAVAR (text, no
+    default); `--name help` is a flag."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.least = {}      # flag -> the least value it takes (checked by main)
     for flag, word, text in (item.split(None, 2) for item in re.split(r"\n(?=--)", options.strip())):
-        text = " ".join(text.split())
+        text = " ".join(text.split()).replace("%", "%%")    # argparse formats the help with %
         if re.fullmatch(r"[\d_]+(\.\d*)?", word):
             kind = float if "." in word else int
+            if least := re.match(r">=(\d+) ", text):
+                ap.least[flag] = kind(least.group(1))
+                text = text[least.end():] + f"; at least {least.group(1)}"
             ap.add_argument(flag, type=kind, default=kind(word), help=f"{text} (default {word.replace('_', ',')})")
         elif "|" in word:
             choices = word.split("|")
@@ -471,8 +501,13 @@ def main(name: str, doc: str, options: str, run: Callable, check: Callable | Non
     bench down, also on an error or SIGTERM; the exit status."""
     ap = parser(doc, options)
     args = ap.parse_args(argv)
+    for flag, least in ap.least.items():
+        if getattr(args, flag[2:].replace("-", "_")) < least:
+            ap.error(f"{flag} must be >= {least}")
     if check and (problem := check(args)):
         ap.error(problem)
+    started = time.monotonic()
+    say(f"machine: {CPUS} CPUs, load average {os.getloadavg()[0]:.2f} at start")
 
     def _on_term(signum, _frame):
         raise SystemExit(128 + signum)
@@ -492,6 +527,7 @@ def main(name: str, doc: str, options: str, run: Callable, check: Callable | Non
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         bench.teardown()
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        say(f"total run {time.monotonic() - started:.0f} s")
 
 
 class Api:
@@ -511,6 +547,26 @@ class Api:
         if (resp.status_code != status) if status else (resp.status_code >= 300):
             raise BenchError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:300]}")
         return resp.json()
+
+
+def sizes(dbname: str, *relations: str) -> list[str]:
+    """pg_size_pretty of each relation with its indexes (an index: itself)."""
+    with psycopg.connect(conninfo(dbname)) as conn:
+        return list(conn.execute("SELECT " + ", ".join(["pg_size_pretty(pg_total_relation_size(%s))"] * len(relations)),
+                                 relations).fetchone())
+
+
+def seed_sql(dbname: str, tenant_id: str, steps: Sequence[tuple[str, str]], params: dict, users: int) -> dict:
+    """Run each (label, SQL) step with `params` on the server (random() seeded), and set the
+    tenant's tracked users; the seconds of each step."""
+    seconds = {}
+    with psycopg.connect(conninfo(dbname)) as conn:
+        conn.execute("SELECT setseed(0.20261102)")
+        for label, sql in steps:
+            seconds[label], _ = timed(lambda: conn.execute(sql, params))
+            say(f"  {label}: {seconds[label]:.1f} s")
+        conn.execute("UPDATE tenants SET tracked_users = %s WHERE id = %s", (users, tenant_id))
+    return seconds
 
 
 def reload(dbname: str, tables: Sequence[str], load: Callable[[], dict[str, float]]) -> dict[str, float]:

@@ -47,11 +47,11 @@ SWEPT = re.compile(r"^\S+ \S+ INFO cs_daemon\.delivery\.actors: re-enqueued (\d+
 DELIVERED = "SELECT count(*) FROM deliveries WHERE status = 'delivered'"
 
 OPTIONS = """
---deliveries 5000   measured deliveries per side
+--deliveries 5000   >=100 measured deliveries per side
 --rounds 3          interleaved rounds baseline/service, the deliveries split among them
---processes 1       worker processes
---threads 8         threads per worker process
---warmup 200        warm-up deliveries
+--processes 1       >=1 worker processes
+--threads 8         >=1 threads per worker process
+--warmup 200        >=0 warm-up deliveries
 --py-spy FILE       write a py-spy raw profile of the worker here
 --gil               with --py-spy: sample only threads holding the GIL
 --strict            exit 1 when the ratio misses the goal
@@ -175,7 +175,7 @@ def run(bench: h.Bench, args) -> int:
     from cs_daemon.delivery.service import encode
     from cs_daemon.jobs.heartbeat import last_beat_age
 
-    t_start, load, threads, n = time.monotonic(), os.getloadavg()[0], args.processes * args.threads, args.deliveries
+    load, threads, n = os.getloadavg()[0], args.processes * args.threads, args.deliveries
     env = setup(bench)
     # The bodies the deliveries carry, byte for byte (the outbox adds "event").
     bodies = [encode({"event": EVENT, **payload(i)}) for i in range(n)]
@@ -233,15 +233,12 @@ def run(bench: h.Bench, args) -> int:
           " within it, e.g. the pool's overflow, are not counted)")
     if args.py_spy:
         print(f"  py-spy profile of the worker (all rounds; idle samples excluded): {args.py_spy}")
-    print(f"  total run {time.monotonic() - t_start:.1f} s")
     return 1 if args.strict and ratio < GOAL else 0
 
 
 def check(args) -> str | None:
-    if (args.deliveries < 100 or args.processes < 1 or args.threads < 1 or args.warmup < 0
-            or not 1 <= args.rounds <= args.deliveries // 50):
-        return ("--deliveries must be >= 100, --processes and --threads >= 1, --warmup >= 0, "
-                "1 <= --rounds <= deliveries / 50")
+    if not 1 <= args.rounds <= args.deliveries // 50:
+        return "1 <= --rounds <= deliveries / 50"
 
 
 if __name__ == "__main__":

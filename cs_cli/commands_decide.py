@@ -89,10 +89,12 @@ def evaluate(
         return
     table = Table(title=f"{body['decisions']} logged decisions with an outcome", title_justify="left",
                   header_style="bold")
-    for col in ("policy", "success rate", "95% interval", "decisions"):
+    for col in ("policy", "success rate", "95% interval", "decisions", "doubly robust"):
         table.add_column(col)
     for e in body["estimates"]:
         rate = "—" if e["success_rate"] is None else f"{e['success_rate']:.1%}"
         ci = "—" if e["ci"] is None else f"{e['ci'][0]:.1%} to {e['ci'][1]:.1%}"
-        table.add_row(e["policy"], rate, ci, str(e["decisions"]))
+        dr = e.get("doubly_robust")
+        robust = "—" if dr is None else f"{dr['estimate']:.1%} ({dr['ci'][0]:.1%} to {dr['ci'][1]:.1%})"
+        table.add_row(e["policy"], rate, ci, str(e["decisions"]), robust)
     out.print(table)

@@ -1,6 +1,7 @@
 """POST /api/decisions/evaluate: how each single action, uniform random and the current
-learned policy would have done on the logged recommendations with a reported outcome
-(docs/decisions.md, "Evaluating a policy")."""
+learned policy would have done on the logged recommendations with a reported outcome:
+self-normalised IPS, and doubly robust with the learner's estimates as the reward model
+once it has counts (docs/decisions.md, "Evaluating a policy")."""
 
 from __future__ import annotations
 
@@ -32,21 +33,39 @@ def _logs(session: Session, since: datetime | None, domain: str | None) -> list[
             for options, choice, propensity, success, features in rows]
 
 
-def _current(session: Session):
-    """The learned policy as it stands: each logged choice's probability under it."""
-    counts = {(o, k): model.Tally(s, n) for o, k, s, n in session.execute(
+def _counts(session: Session) -> dict:
+    return {(o, k): model.Tally(s, n) for o, k, s, n in session.execute(
         select(DecisionCount.option, DecisionCount.key, DecisionCount.successes, DecisionCount.trials)
         .where(DecisionCount.scope == SCOPE))}
-    rng = random.Random(SEED)
 
-    def probability(d: evaluate.Logged) -> float:
-        return model.probabilities(d.options, d.features, counts, rng, draws=DRAWS).get(d.choice, 0.0)
-    return probability
+
+def _per_decision(compute):
+    """`compute(d)` once per logged decision (the current policy's draws, the model's
+    estimates), so SNIPS and doubly robust see the same figures."""
+    seen: dict[int, dict] = {}
+
+    def cached(d: evaluate.Logged) -> dict:
+        if id(d) not in seen:
+            seen[id(d)] = compute(d)
+        return seen[id(d)]
+    return cached
 
 
 def evaluate_policies(session: Session, *, since: datetime | None, domain: str | None) -> dict:
     logs = _logs(session, since, domain)
-    actions = sorted({o for d in logs for o in d.options})
-    estimates = [evaluate.snips("current", logs, _current(session)), evaluate.snips("uniform", logs, evaluate.uniform)]
-    estimates += [evaluate.snips(f"action:{a}", logs, evaluate.single(a)) for a in actions]
-    return {"decisions": len(logs), "estimates": [e.as_dict() for e in estimates]}
+    counts = _counts(session)
+    rng = random.Random(SEED)
+    policies = {"current": _per_decision(lambda d: model.probabilities(d.options, d.features, counts, rng,
+                                                                       draws=DRAWS)),
+                "uniform": evaluate.evenly}
+    policies.update({f"action:{a}": evaluate.always(a) for a in sorted({o for d in logs for o in d.options})})
+    rewards = _per_decision(lambda d: {o: model.estimate(o, d.features, counts).mean for o in d.options})
+    estimates = []
+    for name, policy in policies.items():
+        row = evaluate.snips(name, logs, evaluate.chance(policy)).as_dict()
+        robust = evaluate.doubly_robust(name, logs, policy, rewards) if counts else None
+        if robust is not None and robust.success_rate is not None:
+            row["doubly_robust"] = {"estimate": round(robust.success_rate, 4),
+                                    "ci": [round(robust.ci[0], 4), round(robust.ci[1], 4)]}
+        estimates.append(row)
+    return {"decisions": len(logs), "estimates": estimates}

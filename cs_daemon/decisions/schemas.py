@@ -89,11 +89,17 @@ class EvaluateRequest(Wire):
         return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
 
 
+class DoublyRobust(Wire):
+    estimate: float
+    ci: list[float]                     # the 95 % interval [low, high]
+
+
 class PolicyEstimate(Wire):
     policy: str                         # current | uniform | action:<name>
     success_rate: float | None          # null: no logged decision the policy would have made
     ci: list[float] | None              # the 95 % interval [low, high]
     decisions: int                      # logged decisions the policy would have made
+    doubly_robust: DoublyRobust | None = None   # extension: absent until the learner has counts
 
 
 class EvaluateResponse(Wire):

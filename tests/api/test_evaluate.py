@@ -1,11 +1,14 @@
-"""POST /api/decisions/evaluate and `cs decide evaluate`: self-normalised IPS over the
-logged recommendations with an outcome (docs/decisions.md, "Evaluating a policy")."""
+"""POST /api/decisions/evaluate and `cs decide evaluate`: self-normalised IPS, and doubly
+robust once the learner has counts, over the logged recommendations with an outcome
+(docs/decisions.md, "Evaluating a policy")."""
 
 from __future__ import annotations
 
 import random
 from datetime import timedelta
 
+from cs_daemon.decisions.recommend import SCOPE
+from cs_daemon.learning import service
 from cs_daemon.learning.models import DecisionLog
 from tests.conftest import auth
 
@@ -24,6 +27,26 @@ def _log_uniformly(rt, tenant, n, *, seed=1, test=False, age=timedelta(0)):
                               options=options, choice=choice, propensity=1 / 3, decided_by="learner", test=test,
                               created_at=rt.now() - age, success=world.random() < RATES[choice],
                               outcome_at=rt.now()))
+
+
+# kinds of users answer the actions differently
+BY_PLAN = {"smb": {"award_points": 0.1, "send_coupon": 0.7, "feature_tour": 0.3},
+           "ent": {"award_points": 0.6, "send_coupon": 0.1, "feature_tour": 0.5}}
+
+
+def _log_and_learn_uniformly(rt, tenant, n, *, seed):
+    """Uniformly logged decisions over two plans, each outcome also training the learner
+    as a settled live outcome does."""
+    world = random.Random(seed)
+    options = [{"option": a, "estimate": 0.5} for a in RATES]
+    with rt.session(tenant.id) as s:
+        for _ in range(n):
+            plan, choice = world.choice(list(BY_PLAN)), world.choice(list(RATES))
+            success = world.random() < BY_PLAN[plan][choice]
+            s.add(DecisionLog(kind="recommend", scope=SCOPE, user_id="u1", features={"plan": plan},
+                              options=options, choice=choice, propensity=1 / 3, decided_by="learner",
+                              created_at=rt.now(), success=success, outcome_at=rt.now()))
+            service.learn(s, tenant.id, SCOPE, choice, {"plan": plan}, success)
 
 
 def _evaluate(client, key, **body):
@@ -69,3 +92,16 @@ def test_needs_decide_or_read(client, tenant):
                        json=body).status_code == 403
     bad = client.post("/api/decisions/evaluate", headers=auth(tenant.key), json={"since": "yesterday"})
     assert bad.status_code == 400 and bad.json["details"][0]["field"] == "since"
+
+
+def test_doubly_robust_recovers_a_fixed_policy_within_a_narrower_interval(client, tenant, rt):
+    _log_and_learn_uniformly(rt, tenant, 900, seed=5)
+    got = {e["policy"]: e for e in _evaluate(client, tenant.key)["estimates"]}
+    truths = {f"action:{a}": sum(rates[a] for rates in BY_PLAN.values()) / 2 for a in RATES}
+    truths["uniform"] = sum(sum(rates.values()) for rates in BY_PLAN.values()) / 6
+    for policy, truth in truths.items():
+        low, high = got[policy]["doubly_robust"]["ci"]
+        assert low <= got[policy]["doubly_robust"]["estimate"] <= high and low <= truth <= high, (policy, got[policy])
+        if policy != "action:feature_tour":     # its success barely depends on the plan
+            assert high - low <= got[policy]["ci"][1] - got[policy]["ci"][0], got[policy]
+    assert "doubly_robust" in got["current"]

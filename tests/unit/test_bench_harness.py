@@ -73,3 +73,26 @@ def test_options_take_their_type_default_and_help_from_one_line():
     assert "A bench." in text and "(default 3000)" in text and "would end later are skipped (default 100.0)" in text
     with pytest.raises(SystemExit):
         ap.parse_args(["--mode", "sometimes"])
+
+
+def test_sides_warm_up_then_time_each_side_once_a_round_interleaved():
+    calls = []
+
+    def side(name):
+        def call():
+            calls.append(name)
+            return len(calls)
+        return call
+    times, last = h.sides({"ours": side("ours"), "bare": side("bare")}, 2, warmup=1)
+    assert calls == ["ours", "bare", "ours", "bare", "bare", "ours"]
+    assert {k: len(v) for k, v in times.items()} == {"ours": 2, "bare": 2} and last == {"ours": 6, "bare": 5}
+    assert all(t >= 0 for v in times.values() for t in v)
+
+
+def test_an_option_below_its_least_value_is_refused_before_anything_runs(capsys):
+    ran = []
+    options = "--users 1000   >=100 customers, 5% of them test-mode\n--runs 3 measured runs"
+    assert "at least 100 (default 1000)" in " ".join(h.parser("A bench.", options).format_help().split())
+    with pytest.raises(SystemExit) as exc:
+        h.main("t", "A bench.", options, lambda bench, args: ran.append(args), argv=["--users", "99"])
+    assert exc.value.code == 2 and not ran and "--users must be >= 100" in capsys.readouterr().err
