@@ -189,6 +189,8 @@ def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now
     sweep and an event, two worker threads) may have been recorded since. Hold the user
     until commit and check the playbook's repeat limits against the history now."""
     hold_user(session, tenant_id, user_id)
+    if proposal.spec is None:     # the agent chose no action: nothing to limit
+        return True
     why = repeat_limit(proposal.spec, context.history(session, user_id, now, live_only=proposal.live_only,
                                                          held_out=proposal.held_out), now)
     if why:

@@ -108,6 +108,11 @@ class MessageWriter:
     def enabled(self) -> bool:
         return self._client is not None
 
+    @property
+    def client(self):
+        """The openai client (None without a model): the agent's loop shares it."""
+        return self._client
+
     def write(self, *, channel: str, user: dict, playbook: dict, brand: dict | None,
               decision_reasoning: str, template_message: str) -> Draft:
         """The model's message, or the template when the model is off or fails."""
