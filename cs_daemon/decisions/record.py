@@ -73,6 +73,8 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
         run = agent_service.run(session, tenant.id, customer, made, specs, writer=writer, config=config, now=now,
                                 draft=drafter(tenant, customer, specs, writer))
         made = agent_service.apply(made, run)
+    if run is not None and run.fallback_reason:
+        made.reasoning = f"{made.reasoning or ''} (the agent fell back to the learner: {run.fallback_reason})".strip()
     if made.action == "none":
         if run is None:
             return None
@@ -88,7 +90,11 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
         return Proposal(made, spec, drafted["message"], made.reasoning or "", drafted["checks"], live_only, held_out,
                         learner.features, decision_id, run)
     draft = write(writer, tenant, customer, spec, made.channel, made.reasoning or "")
-    reasoning = made.reasoning or draft.reasoning if run is not None and run.decided_by == "agent" else draft.reasoning
+    reasoning = draft.reasoning
+    if run is not None and run.decided_by == "agent":
+        reasoning = made.reasoning or draft.reasoning
+    elif run is not None and run.fallback_reason not in reasoning:   # say why the agent did not decide
+        reasoning = f"{reasoning} (the agent fell back to the learner: {run.fallback_reason})"
     return Proposal(made, spec, draft.message, reasoning, draft.checks, live_only, held_out, learner.features,
                     decision_id, run)
 
