@@ -40,7 +40,7 @@ def run(client, model: str, toolbox: Toolbox, *, max_steps: int, time_budget_s: 
         call_timeout_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> AgentRun:
     """Run the loop for one decision; always returns (a fallback says why in the run).
     `tokens_left`: what remains of the tenant's daily budget (None: no limit); `charge`
-    records each response's tokens durably."""
+    records the run's tokens durably when it ends."""
     agent = toolbox.run
     deadline = clock() + time_budget_s
     messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
@@ -54,8 +54,6 @@ def run(client, model: str, toolbox: Toolbox, *, max_steps: int, time_budget_s: 
             completion = _complete(client, model, messages, min(remaining, call_timeout_s or remaining), time_budget_s)
             tokens = _tokens(completion)
             agent.tokens += tokens
-            if charge is not None and tokens:
-                charge(tokens)
             message = _message(completion)
             calls = list(getattr(message, "tool_calls", None) or [])
             if not calls:
@@ -81,15 +79,24 @@ def run(client, model: str, toolbox: Toolbox, *, max_steps: int, time_budget_s: 
     except _Stop as stop:
         log.info("agent fell back to the learner: %s", stop)
         return agent.fall_back(str(stop))
+    finally:    # the run's tokens, in one write whatever ended it
+        if charge is not None and agent.tokens:
+            charge(agent.tokens)
 
 
 def _complete(client, model: str, messages: list[dict], timeout: float, budget: float):
     # start-up cost: the openai client is imported only by a process that runs the agent
     import openai
+    from openai.types.chat import ChatCompletion  # start-up cost, as above
 
     try:
-        completion = client.with_options(timeout=max(timeout, 0.001)).chat.completions.create(
-            model=model, messages=messages, tools=TOOLS, tool_choice="auto")
+        # POST /chat/completions through the client's generic `post`, as `chat.completions
+        # .create(tools=…)` sends it, without its request transform: that walks the whole
+        # growing conversation on every call and was most of the loop's own CPU
+        # (bench/agent.py). The answer is parsed into the same ChatCompletion.
+        completion = client.post("/chat/completions", cast_to=ChatCompletion, body={
+            "model": model, "messages": messages, "tools": TOOLS, "tool_choice": "auto"},
+            options={"timeout": max(timeout, 0.001)})
     except openai.APITimeoutError:
         _unavailable()
         raise _Stop(f"model timed out (time budget {budget:g} s)") from None

@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 
 _call_ids = itertools.count(1)
@@ -64,9 +65,14 @@ class Request:
 
 @dataclass
 class OpenAIServer:
+    """`script` answers completions in turn; `responder`, when given, answers each from its
+    request body instead (a bench's model that answers every decision alike)."""
+
     script: list[Reply] = field(default_factory=lambda: [model_answer("Hello", "Because")])
     model: str = "test-model"
     requests: list[Request] = field(default_factory=list)
+    responder: Callable[[dict], Reply] | None = None
+    keep_requests: bool = True
 
     def __post_init__(self):
         server = self
@@ -113,9 +119,12 @@ class OpenAIServer:
         return [r for r in self.requests if r.method == "POST" and r.path == "/v1/chat/completions"]
 
     def _record(self, handler, body) -> Reply:
+        if self.responder is not None and handler.command == "POST":
+            return self.responder(body or {})
         with self._lock:
             headers = {k.lower(): v for k, v in handler.headers.items()}
-            self.requests.append(Request(handler.command, handler.path, headers, body))
+            if self.keep_requests:
+                self.requests.append(Request(handler.command, handler.path, headers, body))
             if handler.command != "POST":
                 return self.script[-1]
             reply = self.script[min(self._completions, len(self.script) - 1)]
