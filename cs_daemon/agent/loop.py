@@ -65,13 +65,13 @@ def run(client, model: str, toolbox: Toolbox, *, max_steps: int, time_budget_s: 
                 if deadline - clock() <= 0:
                     raise _Stop(f"time budget of {time_budget_s:g} s exceeded")
                 name, arguments = _parse(call)
-                started = time.perf_counter()
+                started, before = time.perf_counter(), agent.tokens
                 outcome = toolbox.call(name, arguments)
-                agent.steps.append({
+                agent.steps.append({     # a response's tokens on its first call, a draft's on its own
                     "step": len(agent.steps) + 1, "tool": name, "arguments": scrub(arguments),
                     "result_summary": outcome.summary,
                     "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                    "tokens": tokens if n == 0 else 0})
+                    "tokens": (tokens if n == 0 else 0) + agent.tokens - before})
                 if outcome.final:
                     return agent
                 messages.append({"role": "tool", "tool_call_id": getattr(call, "id", None) or f"call_{n}",

@@ -173,6 +173,7 @@ class Toolbox:
         if option["action"] != "send":
             raise ToolError(f"option {option_id!r} sends no message ({option['action']})")
         draft = self.draft(option)
+        self.run.tokens += getattr(draft, "tokens", 0) or 0     # the writer's call counts against the budget
         checks = [{"check": c["check"], "passed": c["passed"], "detail": c.get("detail")} for c in draft.checks]
         self.run.drafts.append({"option_id": option_id, "message": draft.message, "checks": draft.checks,
                                 "source": draft.source, "reasoning": draft.reasoning})

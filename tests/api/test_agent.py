@@ -135,6 +135,11 @@ def test_a_multi_step_loop_ending_in_decide_creates_the_intervention_on_its_opti
     assert [c["check"] for c in iv.quality_checks if not c["passed"]] == []
     completions = model.completions
     assert len(completions) == 6
+    steps = _outbox(rt, tenant, "agent.action")
+    assert [s["tool"] for s in steps] == ["get_customer", "list_options", "get_recent_events", "get_history",
+                                          "get_playbook", "draft_message", "decide"]
+    with rt.session(tenant.id) as s:     # five answers of the agent's and the draft's, 20 tokens each
+        assert s.scalar(select(AgentTokenUse.tokens)) == 120
     first = completions[0].body
     assert [t["function"]["name"] for t in first["tools"]] == [
         "get_customer", "get_recent_events", "get_history", "list_options", "get_playbook", "draft_message",
