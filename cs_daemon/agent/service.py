@@ -46,14 +46,14 @@ def apply(made: Decision, agent: AgentRun) -> Decision:
     modes compare it), and the learner's own choices are not logged as taken."""
     if agent.decided_by != "agent":
         return made
+    for verdict in made.verdicts.values():     # the agent's pick replaces the rules' below
+        if verdict.verdict == "picked":
+            verdict.verdict = "eligible"
     if agent.no_action:
         return replace(made, action="none", playbook_id=None, channel=None, action_type=None, severity=None,
                        confidence=None, reasoning=None, reason=f"the agent chose no action: {agent.reasoning}",
                        learned=[])
     option = next(o for o in made.options if o["option_id"] == agent.choice)
-    for verdict in made.verdicts.values():
-        if verdict.verdict == "picked":
-            verdict.verdict = "eligible"
     picked = made.verdicts.get(option["playbook_id"])
     if picked is not None:
         picked.verdict = "picked"

@@ -194,6 +194,7 @@ def test_the_dry_run_runs_the_agent_and_writes_and_emits_nothing(ai, tenant, mod
         "agent", f"{pid}:in_app", 0, None)
     assert [s["tool"] for s in agent["steps"]] == ["list_options", "decide"] and agent["tokens"] == 40
     assert [o["option_id"] for o in body["options"]] == [f"{pid}:email", f"{pid}:in_app"]
+    assert (body["rules"][pid]["verdict"], body["rules"][pid]["channel"]) == ("picked", "in_app")
     assert _interventions(rt, tenant) == []
     assert {t: _count(rt, tenant, t) for t in (OutboxEvent, Delivery)} == before
 
