@@ -2,6 +2,7 @@
 
 from sqlmodel import SQLModel
 
+from .agent.models import AgentTokenUse  # noqa: F401
 from .auth.models import ApiKey
 from .billing.models import StripeEvent  # noqa: F401
 from .channels.in_app_models import InAppMessage  # noqa: F401

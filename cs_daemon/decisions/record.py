@@ -4,12 +4,15 @@ status the approval mode allows (or `shadow`), and the events it emits."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from .. import metrics
+from ..agent import service as agent_service
+from ..agent.run import AgentRun
 from ..customers.models import Customer
 from ..engine import messages
 from ..engine.contact_policy import ContactPolicy
@@ -32,23 +35,28 @@ USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifec
 
 @dataclass
 class Proposal:
-    """A decision with its written message, ready to be recorded."""
+    """A decision with its written message, ready to be recorded. With the agent, a
+    decision of no action is a proposal too (its steps are still emitted); `spec` is
+    then None."""
 
     decision: Decision
-    spec: PlaybookSpec
+    spec: PlaybookSpec | None
     message: str | None
     reasoning: str
     checks: list[dict] | None
     live_only: bool = True      # decided on the live history alone (no test data behind it)
     held_out: bool = False      # the user is in the holdout: paced by their held-out decisions too
     learner_features: dict | None = None
+    decision_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    agent: AgentRun | None = None   # the agent's run, when it ran (docs/ai.md, "The agent")
     policy: ContactPolicy | None = None     # the contact policy it was decided under, checked again on recording
 
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
             events=(), state_changed: bool = False, test_events: bool = False) -> Proposal | None:
     """Decide (read-only) and write the message; None when the engine does nothing. A
-    live decision counts only live interventions against the repeat limits."""
+    live decision counts only live interventions against the repeat limits. With a
+    model, the agent chooses among the options the rules allow (docs/ai.md, "The agent")."""
     if tenant.kill_switch_active:
         return None
     specs = context.specs(session)
@@ -62,21 +70,57 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
     policy = context.policy_of(config)
     history = context.history(session, customer.id, now, live_only=live_only, held_out=held_out, policy=policy)
     made = decide(user, specs, history, now=now, events=events, state_changed=state_changed, learner=learner)
+    decision_id = str(uuid.uuid4())
+    run = None
+    if agent_service.wanted(writer, config, made):
+        run = agent_service.run(session, tenant.id, customer, made, specs, writer=writer, config=config, now=now,
+                                draft=drafter(tenant, customer, specs, writer))
+        made = agent_service.apply(made, run)
+    if run is not None and run.fallback_reason:
+        made.reasoning = f"{made.reasoning or ''} (the agent fell back to the learner: {run.fallback_reason})".strip()
     if made.action == "none":
-        return None
+        if run is None:
+            return None
+        return Proposal(made, None, None, made.reason or "", None, live_only, held_out, learner.features,
+                        decision_id, run, policy)
     spec = next(s for s in specs if s.id == made.playbook_id)
     if made.action != "send":
-        return Proposal(made, spec, None, made.reasoning or "", None, live_only, held_out, learner.features, policy)
+        return Proposal(made, spec, None, made.reasoning or "", None, live_only, held_out, learner.features,
+                        decision_id, run, policy)
+    option_id = f"{spec.id}:{made.channel}"
+    drafted = run.draft_for(option_id) if run is not None and run.decided_by == "agent" else None
+    if drafted is not None:
+        return Proposal(made, spec, drafted["message"], made.reasoning or "", drafted["checks"], live_only, held_out,
+                        learner.features, decision_id, run, policy)
+    draft = write(writer, tenant, customer, spec, made.channel, made.reasoning or "")
+    reasoning = draft.reasoning
+    if run is not None and run.decided_by == "agent":
+        reasoning = made.reasoning or draft.reasoning
+    elif run is not None and run.fallback_reason not in reasoning:   # say why the agent did not decide
+        reasoning = f"{reasoning} (the agent fell back to the learner: {run.fallback_reason})"
+    return Proposal(made, spec, draft.message, reasoning, draft.checks, live_only, held_out, learner.features,
+                    decision_id, run, policy)
+
+
+def write(writer, tenant: Tenant, customer: Customer, spec: PlaybookSpec, channel: str, reasoning: str):
+    """The message of a send on this channel: the model's, or the template."""
     facts = {f: getattr(customer, f) for f in USER_FIELDS}
     brand = tenant.brand_context
-    template = messages.render_template(spec.strategy_hints.get("message_template"), channel=made.channel,
+    template = messages.render_template(spec.strategy_hints.get("message_template"), channel=channel,
                                         user=facts, hints=spec.strategy_hints, brand=brand)
-    draft = writer.write(channel=made.channel, user=facts,
-                         playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
-                                   "hints": spec.strategy_hints},
-                         brand=brand, decision_reasoning=made.reasoning or "", template_message=template)
-    return Proposal(made, spec, draft.message, draft.reasoning, draft.checks, live_only, held_out, learner.features,
-                    policy)
+    return writer.write(channel=channel, user=facts,
+                        playbook={"name": spec.name, "goal": spec.strategy_hints.get("goal"),
+                                  "hints": spec.strategy_hints},
+                        brand=brand, decision_reasoning=reasoning, template_message=template)
+
+
+def drafter(tenant: Tenant, customer: Customer, specs, writer):
+    """The agent's draft_message: the writer and its quality checks for one send option."""
+    def draft(option: dict):
+        spec = next(s for s in specs if s.id == option["playbook_id"])
+        return write(writer, tenant, customer, spec, option["channel"],
+                     f"The agent considers playbook {spec.name!r} on {option['channel']}.")
+    return draft
 
 
 def initial_status(tenant: Tenant, proposal: Proposal) -> str:
@@ -143,14 +187,39 @@ def _hold_out(session: Session, intervention: Intervention, now: datetime) -> In
     return intervention
 
 
+def decided_by(proposal: Proposal) -> str:
+    """agent, learner (it chose among options, or the agent fell back to it) or rules."""
+    run = proposal.agent
+    if run is not None:
+        return run.decided_by
+    learned = proposal.decision.learned
+    return "learner" if any(len(item.choice.estimates) > 1 for item in learned) else "rules"
+
+
+def agent_events(proposal: Proposal, user_id: str, now: datetime) -> list[tuple[str, dict]]:
+    """One agent.action per tool call the agent's loop executed, in step order; arguments
+    and summaries were scrubbed of e-mail addresses and secrets when recorded
+    (docs/webhooks.md)."""
+    run = proposal.agent
+    if run is None:
+        return []
+    return [("agent.action", {"decision_id": proposal.decision_id, "user_id": user_id, "step": step["step"],
+                              "tool": step["tool"], "arguments": step["arguments"],
+                              "result_summary": step["result_summary"], "duration_ms": step["duration_ms"],
+                              "at": now.isoformat()}) for step in run.steps]
+
+
 def record(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, *,
            now: datetime, test: bool = False) -> Intervention | None:
     """Write the intervention (or, for an external action, its dispatch) and emit
     decision.recommended (and intervention.escalated). `test`: events tracked with a
     test key caused the decision."""
     made, spec = proposal.decision, proposal.spec
-    decided_by = "learner" if any(len(learned.choice.estimates) > 1 for learned in made.learned) else "rules"
-    metrics.bump(metrics.DECISIONS, decided_by=decided_by, action=made.action)
+    metrics.bump(metrics.DECISIONS, decided_by=decided_by(proposal), action=made.action)
+    if spec is None:    # the agent chose no action: only its steps are emitted
+        outbox.record_many(session, tenant.id, agent_events(proposal, customer.id, now), now=now,
+                           test=test or customer.test)
+        return None
     test = is_test(session, customer, spec, test_events=test)
     intervention = None
     if made.action in ("send", "escalate"):
@@ -174,7 +243,7 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
     action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
     _log_learned(session, tenant, customer, proposal, test, now,
                  intervention_id=intervention.id if intervention else None, external_action_id=action_id)
-    events = [("decision.recommended", {
+    events = agent_events(proposal, customer.id, now) + [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,
         "reasoning": proposal.reasoning, "intervention_id": intervention.id if intervention else None,

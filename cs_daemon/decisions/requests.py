@@ -190,6 +190,8 @@ def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now
     until commit and check the playbook's repeat limits and the tenant's contact policy
     against the history now."""
     hold_user(session, tenant_id, user_id)
+    if proposal.spec is None:     # the agent chose no action: nothing to limit
+        return True
     history = context.history(session, user_id, now, live_only=proposal.live_only, held_out=proposal.held_out,
                               policy=proposal.policy)
     made = proposal.decision

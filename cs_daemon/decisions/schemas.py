@@ -35,10 +35,15 @@ class DryRunResponse(Wire):
     decision: DecisionPublic
     rules: dict[str, Any]
     context: DecisionContext
+    # the options the rules allow and the agent's run, when a model is configured
+    # (docs/ai.md, "The agent")
+    options: list[dict[str, Any]] = Field(default_factory=list)
+    agent: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, made, customer) -> "DryRunResponse":
+    def of(cls, made, customer, agent=None) -> "DryRunResponse":
         return cls(
+            options=list(made.options), agent=agent.as_dict() if agent is not None else None,
             decision=DecisionPublic(action=made.action, playbook_id=made.playbook_id, channel=made.channel,
                                     reasoning=made.reasoning, reason=made.reason, confidence=made.confidence,
                                     severity=made.severity, action_type=made.action_type),

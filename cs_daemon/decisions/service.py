@@ -6,16 +6,28 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from ..agent import service as agent_service
+from ..agent.run import AgentRun
 from ..customers import service as customers
 from ..engine.decisions import Decision, decide
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
 from . import context
+from .record import drafter
 
 
-def dry_run(session: Session, user_id: str, *, now: datetime) -> tuple[Decision, object]:
+def dry_run(session: Session, user_id: str, *, now: datetime, writer=None) -> tuple[Decision, object]:
     """The decision the engine would take now, considering every active playbook as if its
     trigger had fired (and, for a live user, live events); nothing is written."""
+    made, customer, _ = dry_run_with_agent(session, user_id, now=now, writer=writer)
+    return made, customer
+
+
+def dry_run_with_agent(session: Session, user_id: str, *, now: datetime,
+                       writer=None) -> tuple[Decision, object, AgentRun | None]:
+    """The dry run; with a model configured (`writer`) the agent runs too, and its answer
+    is the decision. Nothing is written and nothing emitted but the tokens the model used,
+    which count against the tenant's daily budget (docs/ai.md, "The agent")."""
     customer = customers.get(session, user_id)
     specs = context.specs(session)
     user = context.user_context(session, customer, specs, now)
@@ -24,4 +36,9 @@ def dry_run(session: Session, user_id: str, *, now: datetime) -> tuple[Decision,
     learner = context.learner(session, customer, specs, config.decision_features or [])
     history = context.history(session, user_id, now, live_only=not customer.test, policy=context.policy_of(config))
     made = decide(user, specs, history, now=now, every=True, learner=learner)
-    return made, customer
+    run = None
+    if writer is not None and agent_service.wanted(writer, config, made):
+        run = agent_service.run(session, tenant.id, customer, made, specs, writer=writer, config=config, now=now,
+                                draft=drafter(tenant, customer, specs, writer))
+        made = agent_service.apply(made, run)
+    return made, customer, run

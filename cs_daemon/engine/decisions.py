@@ -101,6 +101,12 @@ class Learner:
     def choose(self, scope: str, options: list[str]) -> model.Choice:
         return model.choose(options, self.features, self.counts.get(scope, {}), self.rng)
 
+    def estimate(self, scope: str, option: str) -> dict:
+        """The posterior estimate of one option for this user, without a draw."""
+        e = model.estimate(option, self.features, self.counts.get(scope, {}))
+        return {"estimate": round(e.mean, 4), "uncertainty": round(e.uncertainty, 4),
+                "successes": e.successes, "trials": e.trials}
+
 
 @dataclass(frozen=True)
 class Learned:
@@ -123,6 +129,9 @@ class Decision:
     verdicts: dict[str, Verdict] = field(default_factory=dict)     # of the matched playbooks
     considered: tuple[PlaybookSpec, ...] = ()
     learned: list[Learned] = field(default_factory=list)            # the choices the learner made
+    # every eligible option, best ranked first: what the agent may choose among
+    # (docs/ai.md, "The agent")
+    options: list[dict] = field(default_factory=list)
 
     @property
     def rules(self) -> dict[str, Verdict]:
@@ -247,6 +256,8 @@ def decide(user: UserContext, playbooks: PlaybookSet | list[PlaybookSpec], histo
         decision.reason = _why_none(pset.playbooks, decision)
         return decision
     eligible.sort(key=lambda item: (-item[0], item[1].name, item[1].id))
+    decision.options = eligible_options(eligible, user, learner,
+                                        lambda pb: limits_for(pb, history.policy, limits))
     _, pb, verdict, i = eligible[0]
     note = None
     if learner is not None:
@@ -264,6 +275,34 @@ def limits_for(pb: PlaybookSpec, policy: ContactPolicy | None, limits: Limits) -
     if policy is None or policy.exempt(pb.id):
         return None
     return limits
+
+
+def eligible_options(eligible: list, user: UserContext, learner: Learner | None,
+                     limits_of: Callable[[PlaybookSpec], Limits | None] = lambda pb: None) -> list[dict]:
+    """Each way an eligible playbook may act: one option per usable channel of a playbook
+    that sends (less the channels the contact policy caps now), one for an escalation, one
+    for an external action. The rules already rejected every playbook a constraint blocks,
+    so each option here is allowed now."""
+    out = []
+    for _, pb, verdict, _i in eligible:
+        limits = limits_of(pb)
+        hints = pb.strategy_hints or {}
+        base = {"playbook_id": pb.id, "playbook": pb.name, "confidence": verdict.confidence,
+                "score": verdict.score, "priority": priority_of(pb), "success_rate": pb.success_rate,
+                "estimate": learner.estimate("playbook", pb.id) if learner is not None else None}
+        if hints.get("escalate"):
+            out.append({"option_id": f"{pb.id}:escalate", **base, "action": "escalate", "channel": "escalate",
+                        "action_type": None, "severity": (hints["escalate"] or {}).get("severity", "Medium")})
+        elif hints.get("action_type"):
+            out.append({"option_id": f"{pb.id}:action:{hints['action_type']}", **base, "action": "external_action",
+                        "channel": None, "action_type": hints["action_type"]})
+        else:
+            for channel in usable_channels(list((pb.constraints or {}).get("channels") or CHANNELS), user):
+                if limits is not None and channel in limits.channels:
+                    continue
+                out.append({"option_id": f"{pb.id}:{channel}", **base, "action": "send", "channel": channel,
+                            "action_type": None})
+    return out
 
 
 def priority_of(pb: PlaybookSpec) -> float:

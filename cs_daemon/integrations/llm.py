@@ -61,6 +61,7 @@ class Draft:
     source: Literal["llm", "template"]
     fallback_reason: str | None
     checks: list[dict] = field(default_factory=list)
+    tokens: int = 0         # what the model's answer used (its usage.total_tokens)
 
     @property
     def passed_checks(self) -> bool:
@@ -108,6 +109,11 @@ class MessageWriter:
     def enabled(self) -> bool:
         return self._client is not None
 
+    @property
+    def client(self):
+        """The openai client (None without a model): the agent's loop shares it."""
+        return self._client
+
     def write(self, *, channel: str, user: dict, playbook: dict, brand: dict | None,
               decision_reasoning: str, template_message: str) -> Draft:
         """The model's message, or the template when the model is off or fails."""
@@ -116,16 +122,17 @@ class MessageWriter:
             return _draft(template_message, decision_reasoning, "template", None, channel, brand, hints)
         prompt = build_prompt(channel=channel, user=user, playbook=playbook, brand=brand,
                               decision_reasoning=decision_reasoning, template_message=template_message)
+        used = []
         try:
-            answer = parse_answer(self._complete(prompt), channel)
+            answer = parse_answer(self._complete(prompt, used), channel)
         except WriterUnavailable as exc:
             why = str(exc)
             log.warning("AI writer unavailable (%s); template used", why)
             reasoning = f"{decision_reasoning} (AI writer unavailable: {why}; template used)".strip()
-            return _draft(template_message, reasoning, "template", why, channel, brand, hints)
-        return _draft(answer.message, answer.reasoning, "llm", None, channel, brand, hints)
+            return _draft(template_message, reasoning, "template", why, channel, brand, hints, sum(used))
+        return _draft(answer.message, answer.reasoning, "llm", None, channel, brand, hints, sum(used))
 
-    def _complete(self, prompt: list[dict]) -> str:
+    def _complete(self, prompt: list[dict], used: list[int] | None = None) -> str:
         """One chat completion; its text content, or WriterUnavailable saying why not."""
         try:
             completion = self._client.chat.completions.create(
@@ -143,20 +150,25 @@ class MessageWriter:
         except openai.OpenAIError as exc:
             metrics.bump(metrics.LLM_CALLS, outcome="unavailable")
             raise WriterUnavailable(f"model call failed ({type(exc).__name__})") from None
-        _count_tokens(completion)
+        total = _count_tokens(completion)
+        if used is not None:
+            used.append(total)
         return completion_text(completion)
 
 
-def _count_tokens(completion) -> None:
+def _count_tokens(completion) -> int:
+    """Count the answer's tokens in the metrics; its total."""
     metrics.bump(metrics.LLM_CALLS, outcome="ok")
     usage = getattr(completion, "usage", None)
     for kind in ("prompt", "completion"):
         metrics.bump(metrics.LLM_TOKENS, getattr(usage, f"{kind}_tokens", None) or 0, kind=kind)
+    total = getattr(usage, "total_tokens", None)
+    return total if isinstance(total, int) and total >= 0 else 0
 
 
-def _draft(message: str, reasoning: str, source, fallback_reason, channel, brand, hints) -> Draft:
+def _draft(message: str, reasoning: str, source, fallback_reason, channel, brand, hints, tokens: int = 0) -> Draft:
     checks = messages.quality_checks(message, channel=channel, brand=brand, hints=hints)
-    return Draft(message, reasoning, source, fallback_reason, checks)
+    return Draft(message, reasoning, source, fallback_reason, checks, tokens)
 
 
 def _cause(exc: Exception) -> str:

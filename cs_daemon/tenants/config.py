@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 APPROVAL_MODES = ("suggest_only", "semi_auto", "full_auto")
 AUTO_APPROVE_MIN_CONFIDENCE = 0.8
 DEFAULT_HOLDOUT_PERCENT = 5
+# the agent (docs/ai.md, "The agent")
+AI_MAX_STEPS = 8
+AI_TIME_BUDGET_S = 20.0
 MAX_EVENT_NAMES = 100
 # derived when shown, never stored (docs/tenant-config.md, "The CRM channel")
 SHOWN_ONLY = frozenset({"crm_webhook_secret_set"})
@@ -120,6 +123,11 @@ class TenantConfig(_Typed):
                                  Field(max_length=10)] | None = None
     # one contact policy over every playbook and channel (docs/decisions.md, "Contact policy")
     contact_policy: ContactPolicy | None = None
+    # the agent (docs/ai.md, "The agent"): on when a model is configured, unless false
+    ai_decisions: bool | None = None
+    ai_max_steps: Annotated[int, Field(ge=1, le=32)] | None = None
+    ai_daily_token_budget: Annotated[int, Field(ge=0)] | None = None       # null: no limit
+    ai_time_budget_s: Annotated[float, Field(gt=0, le=120)] | None = None
     # scoring (docs/scoring.md)
     milestones: EventNames | None = None
     expansion_events: EventNames | None = None
@@ -150,6 +158,18 @@ class TenantConfig(_Typed):
     @property
     def holdout(self) -> float:
         return DEFAULT_HOLDOUT_PERCENT if self.holdout_percent is None else self.holdout_percent
+
+    @property
+    def agent_on(self) -> bool:
+        return self.ai_decisions is not False
+
+    @property
+    def agent_max_steps(self) -> int:
+        return AI_MAX_STEPS if self.ai_max_steps is None else self.ai_max_steps
+
+    @property
+    def agent_time_budget_s(self) -> float:
+        return AI_TIME_BUDGET_S if self.ai_time_budget_s is None else self.ai_time_budget_s
 
     @property
     def shadow_mode_expires(self) -> datetime | None:

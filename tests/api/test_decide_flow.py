@@ -181,7 +181,7 @@ def _ai_runtime(settings, clock, model):
 
 def test_a_good_model_answer_becomes_the_message(client, tenant, settings, clock, model):
     model.script = [model_answer("Ada, your first project takes two minutes.", "She signed up but built nothing.")]
-    _config(client, tenant, approvalMode="full_auto")
+    _config(client, tenant, approvalMode="full_auto", ai_decisions=False)   # the writer alone (the agent: test_agent.py)
     _playbook(client, tenant, strategy_hints={"goal": "first project"})
     _signup(client, tenant)
     _decide_owed(_ai_runtime(settings, clock, model), tenant)

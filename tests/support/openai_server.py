@@ -7,29 +7,50 @@ is recorded with its parsed JSON body so a test can read what the client sent.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 
+_call_ids = itertools.count(1)
 NOT_FOUND = {"error": {"message": "not found", "type": "invalid_request_error"}}
 
 
 @dataclass
 class Reply:
-    """`content` becomes choices[0].message.content; `status` ≥ 400 sends an OpenAI error
-    body instead; `delay_s` waits before answering; `raw` replaces the whole body."""
+    """`content` becomes choices[0].message.content; `tool_calls` (see `tool_call`) become
+    its tool calls; `usage` replaces the default token counts; `status` ≥ 400 sends an
+    OpenAI error body instead; `delay_s` waits before answering; `raw` replaces the whole
+    body."""
 
     content: str | None = None
     status: int = 200
     delay_s: float = 0.0
     raw: bytes | None = None
+    tool_calls: list[dict] | None = None
+    usage: dict | None = None
 
 
 def model_answer(message: str, reasoning: str) -> Reply:
     return Reply(content=json.dumps({"message": message, "reasoning": reasoning}))
+
+
+def tool_call(name: str, arguments: dict | str | None = None, call_id: str | None = None) -> dict:
+    """One tool call of an answer; `arguments` as a dict (sent as JSON) or a raw string."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    return {"id": call_id or f"call_{next(_call_ids)}", "type": "function",
+            "function": {"name": name, "arguments": raw}}
+
+
+def tool_reply(*calls: dict, total_tokens: int = 20, delay_s: float = 0.0) -> Reply:
+    """An answer that calls these tools (each made by `tool_call`)."""
+    return Reply(tool_calls=list(calls), delay_s=delay_s, usage={
+        "prompt_tokens": total_tokens // 2, "completion_tokens": total_tokens - total_tokens // 2,
+        "total_tokens": total_tokens})
 
 
 @dataclass
@@ -44,9 +65,14 @@ class Request:
 
 @dataclass
 class OpenAIServer:
+    """`script` answers completions in turn; `responder`, when given, answers each from its
+    request body instead (a bench's model that answers every decision alike)."""
+
     script: list[Reply] = field(default_factory=lambda: [model_answer("Hello", "Because")])
     model: str = "test-model"
     requests: list[Request] = field(default_factory=list)
+    responder: Callable[[dict], Reply] | None = None
+    keep_requests: bool = True
 
     def __post_init__(self):
         server = self
@@ -93,9 +119,12 @@ class OpenAIServer:
         return [r for r in self.requests if r.method == "POST" and r.path == "/v1/chat/completions"]
 
     def _record(self, handler, body) -> Reply:
+        if self.responder is not None and handler.command == "POST":
+            return self.responder(body or {})
         with self._lock:
             headers = {k.lower(): v for k, v in handler.headers.items()}
-            self.requests.append(Request(handler.command, handler.path, headers, body))
+            if self.keep_requests:
+                self.requests.append(Request(handler.command, handler.path, headers, body))
             if handler.command != "POST":
                 return self.script[-1]
             reply = self.script[min(self._completions, len(self.script) - 1)]
@@ -111,16 +140,19 @@ class OpenAIServer:
             self._send(handler, reply.status, {"error": {
                 "message": f"scripted failure {reply.status}", "type": "server_error", "code": None}})
         else:
-            self._send(handler, 200, self._completion(reply.content, body.get("model")))
+            self._send(handler, 200, self._completion(reply, body.get("model")))
 
     @staticmethod
-    def _completion(content: str | None, model: str | None) -> dict:
+    def _completion(reply: Reply, model: str | None) -> dict:
+        message = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
         return {
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
             "model": model or "unknown",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+            "choices": [{"index": 0, "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                         "message": message}],
+            "usage": reply.usage or {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
         }
 
     def _send(self, handler, status: int, payload: dict) -> None:

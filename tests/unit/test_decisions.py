@@ -111,3 +111,27 @@ def test_a_playbook_without_limits_acts_once_per_user():
     assert decide(user(), [pb("p")], History(for_user={"p": 1}), now=NOW).reason.endswith("max_per_user reached (1 of 1)")
     repeat = pb("p", constraints={"cooldown_hours": 1})
     assert decide(user(), [repeat], History(for_user={"p": 5}), now=NOW).action == "send"
+
+
+def test_the_options_are_every_way_an_eligible_playbook_may_act_and_nothing_else():
+    playbooks = [
+        pb("mail", constraints={"channels": ["email", "in_app", "crm"]}, hints={"priority": 2}),
+        pb("esc", hints={"escalate": {"severity": "High"}}),
+        pb("act", hints={"action_type": "grant_credit"}),
+        pb("cool", constraints={"cooldown_hours": 24}),
+        pb("miss", {"field": "lifecycle_stage", "op": "eq", "value": "churned"}),
+    ]
+    history = History(last_for_user={"cool": NOW - timedelta(hours=1)})
+    d = decide(user(opted_out={"crm"}), playbooks, history, now=NOW)
+    ids = [o["option_id"] for o in d.options]
+    assert ids[:2] == ["mail:email", "mail:in_app"]                      # ranked first; crm opted out
+    assert set(ids[2:]) == {"esc:escalate", "act:action:grant_credit"}
+    by_id = {o["option_id"]: o for o in d.options}
+    assert (by_id["esc:escalate"]["action"], by_id["esc:escalate"]["severity"]) == ("escalate", "High")
+    assert (by_id["act:action:grant_credit"]["action"], by_id["act:action:grant_credit"]["action_type"]) == (
+        "external_action", "grant_credit")
+    assert by_id["mail:in_app"]["playbook"] == "pb-mail" and by_id["mail:in_app"]["estimate"] is None
+    no_email = decide(user(email=None), [pb("mail", constraints={"channels": ["email", "in_app"]})], History(), now=NOW)
+    assert [o["option_id"] for o in no_email.options] == ["mail:in_app"]
+    blocked = decide(user(), [pb("cool", constraints={"cooldown_hours": 24})], history, now=NOW)
+    assert blocked.action == "none" and blocked.options == []
