@@ -17,6 +17,7 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
+from ..decisions import trace
 from ..interventions.models import Intervention
 from ..playbooks.models import Playbook
 from . import uplift
@@ -62,6 +63,7 @@ def report(session: Session, *, range_: str, now: datetime) -> dict:
                           for o in sorted({g.outcome for g in work if g.outcome is not None})],
         "top_playbooks": _top_playbooks(work, playbooks),
         "lifecycle_area_breakdown": areas,
+        "ai": trace.ai_summary(session, since),
     }
 
 

@@ -4,13 +4,14 @@ status the approval mode allows (or `shadow`), and the events it emits."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from .. import metrics
 from ..customers.models import Customer
+from ..db import new_id
 from ..engine import messages
 from ..engine.decisions import Decision, PlaybookSpec, decide
 from ..errors import ServiceError
@@ -22,7 +23,7 @@ from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
-from . import context, holdout
+from . import context, holdout, trace
 
 log = logging.getLogger(__name__)
 USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
@@ -31,27 +32,44 @@ USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifec
 
 @dataclass
 class Proposal:
-    """A decision with its written message, ready to be recorded."""
+    """A decision with its written message, ready to be recorded; one that ends in no
+    action (`decision.action == "none"`, no spec) is kept only as its trace."""
 
     decision: Decision
-    spec: PlaybookSpec
+    spec: PlaybookSpec | None
     message: str | None
     reasoning: str
     checks: list[dict] | None
     live_only: bool = True      # decided on the live history alone (no test data behind it)
     held_out: bool = False      # the user is in the holdout: paced by their held-out decisions too
     learner_features: dict | None = None
+    decision_id: str = field(default_factory=new_id)   # its trace's id (docs/decisions.md, "The decision trace")
+    agent: object | None = None     # the agent loop's run, when a model took part
+
+    @property
+    def acts(self) -> bool:
+        return self.decision.action != "none"
+
+    def drop(self, why: str) -> None:
+        """The decision turned into no action after all (another decision recorded first)."""
+        self.decision.action, self.decision.reason = "none", why
+        self.spec, self.message, self.checks = None, None, None
+
+
+def _nothing(reason: str, features: dict | None = None) -> Proposal:
+    return Proposal(Decision(action="none", reason=reason), None, None, reason, None, learner_features=features)
 
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
-            events=(), state_changed: bool = False, test_events: bool = False) -> Proposal | None:
-    """Decide (read-only) and write the message; None when the engine does nothing. A
-    live decision counts only live interventions against the repeat limits."""
+            events=(), state_changed: bool = False, test_events: bool = False) -> Proposal:
+    """Decide (read-only) and write the message; a decision to do nothing is a proposal
+    too (its trace is kept). A live decision counts only live interventions against the
+    repeat limits."""
     if tenant.kill_switch_active:
-        return None
+        return _nothing("the kill switch is on")
     specs = context.specs(session)
     if not specs:
-        return None
+        return _nothing("no active playbooks")
     live_only = not (test_events or customer.test)
     user = context.user_context(session, customer, specs, now)
     held_out = holdout.is_held_out(tenant, customer.id)
@@ -59,7 +77,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
     history = context.history(session, customer.id, now, live_only=live_only, held_out=held_out)
     made = decide(user, specs, history, now=now, events=events, state_changed=state_changed, learner=learner)
     if made.action == "none":
-        return None
+        return Proposal(made, None, None, made.reason or "", None, live_only, held_out, learner.features)
     spec = next(s for s in specs if s.id == made.playbook_id)
     if made.action != "send":
         return Proposal(made, spec, None, made.reasoning or "", None, live_only, held_out, learner.features)
@@ -126,7 +144,22 @@ def _log_learned(session: Session, tenant: Tenant, customer: Customer, proposal:
     """The learner's choices behind this decision, in the decision log, keyed to what it made."""
     for learned in proposal.decision.learned:
         learning.log(session, tenant.id, kind=learned.kind, scope=learned.scope, user_id=customer.id,
-                     features=proposal.learner_features, choice=learned.choice, test=test, now=now, **keys)
+                     features=proposal.learner_features, choice=learned.choice, test=test, now=now,
+                     decision_id=proposal.decision_id, **keys)
+
+
+def keep_trace(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, *, now: datetime,
+               test: bool, intervention_id: str | None = None, external_action_id: str | None = None) -> None:
+    """The decision's trace, keyed to what it made (docs/decisions.md, "The decision trace")."""
+    trace.store(session, tenant.id, trace.of_proposal(proposal, customer.id, now), test=test,
+                intervention_id=intervention_id, external_action_id=external_action_id)
+
+
+def record_nothing(session: Session, tenant_id: str, user_id: str, proposal: Proposal, *,
+                   now: datetime, test: bool) -> None:
+    """A decision that ended in no action: only its trace is kept, so "why did this user
+    not get a message" has an answer."""
+    trace.store(session, tenant_id, trace.of_proposal(proposal, user_id, now), test=test)
 
 
 def _hold_out(session: Session, intervention: Intervention, now: datetime) -> Intervention:
@@ -144,8 +177,7 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
     decision.recommended (and intervention.escalated). `test`: events tracked with a
     test key caused the decision."""
     made, spec = proposal.decision, proposal.spec
-    decided_by = "learner" if any(len(learned.choice.estimates) > 1 for learned in made.learned) else "rules"
-    metrics.bump(metrics.DECISIONS, decided_by=decided_by, action=made.action)
+    metrics.bump(metrics.DECISIONS, decided_by=trace.decided_by(made, proposal.agent), action=made.action)
     test = is_test(session, customer, spec, test_events=test)
     intervention = None
     if made.action in ("send", "escalate"):
@@ -157,18 +189,21 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             channel=made.channel, message_body=proposal.message, reasoning=proposal.reasoning,
             confidence=made.confidence, source="engine", quality_checks=proposal.checks,
             severity=made.severity, suggested_action=spec.strategy_hints.get("goal") if made.action == "escalate" else None,
-            reason=made.reasoning if made.action == "escalate" else None, test=test,
+            reason=made.reasoning if made.action == "escalate" else None, test=test, decision_id=proposal.decision_id,
             planned_at=now, approved_at=now if status == "approved" else None, updated_at=now)
         session.add(intervention)
         session.flush()
         if status == "held_out":   # logged like any decision; its outcome trains nothing (docs/decisions.md)
             _log_learned(session, tenant, customer, proposal, test, now, intervention_id=intervention.id)
+            keep_trace(session, tenant, customer, proposal, now=now, test=test, intervention_id=intervention.id)
             return _hold_out(session, intervention, now)
         if status == "approved":
             pipeline.start(session, intervention, now=now)
     action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
     _log_learned(session, tenant, customer, proposal, test, now,
                  intervention_id=intervention.id if intervention else None, external_action_id=action_id)
+    keep_trace(session, tenant, customer, proposal, now=now, test=test,
+               intervention_id=intervention.id if intervention else None, external_action_id=action_id)
     events = [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,

@@ -35,10 +35,12 @@ class DryRunResponse(Wire):
     decision: DecisionPublic
     rules: dict[str, Any]
     context: DecisionContext
+    trace: dict[str, Any] | None = None     # extension: the decision's trace (docs/decisions.md)
 
     @classmethod
-    def of(cls, made, customer) -> "DryRunResponse":
+    def of(cls, made, customer, trace: dict | None = None) -> "DryRunResponse":
         return cls(
+            trace=trace,
             decision=DecisionPublic(action=made.action, playbook_id=made.playbook_id, channel=made.channel,
                                     reasoning=made.reasoning, reason=made.reason, confidence=made.confidence,
                                     severity=made.severity, action_type=made.action_type),
@@ -99,3 +101,8 @@ class PolicyEstimate(Wire):
 class EvaluateResponse(Wire):
     decisions: int
     estimates: list[PolicyEstimate]
+
+
+class TraceResponse(Wire):
+    trace: dict[str, Any]
+

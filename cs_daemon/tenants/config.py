@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 APPROVAL_MODES = ("suggest_only", "semi_auto", "full_auto")
 AUTO_APPROVE_MIN_CONFIDENCE = 0.8
 DEFAULT_HOLDOUT_PERCENT = 5
+DEFAULT_TRACE_RETENTION_DAYS = 30
 MAX_EVENT_NAMES = 100
 # derived when shown, never stored (docs/tenant-config.md, "The CRM channel")
 SHOWN_ONLY = frozenset({"crm_webhook_secret_set"})
@@ -91,6 +92,8 @@ class TenantConfig(_Typed):
     # learning (docs/decisions.md, "Learning"): traits whose values are decision features
     decision_features: Annotated[list[Annotated[str, Field(min_length=1, max_length=40)]],
                                  Field(max_length=10)] | None = None
+    # how long decision traces are kept (docs/decisions.md, "The decision trace")
+    trace_retention_days: Annotated[float, Field(ge=1, le=3650)] | None = None
     # scoring (docs/scoring.md)
     milestones: EventNames | None = None
     expansion_events: EventNames | None = None
@@ -121,6 +124,10 @@ class TenantConfig(_Typed):
     @property
     def holdout(self) -> float:
         return DEFAULT_HOLDOUT_PERCENT if self.holdout_percent is None else self.holdout_percent
+
+    @property
+    def trace_retention(self) -> float:
+        return DEFAULT_TRACE_RETENTION_DAYS if self.trace_retention_days is None else self.trace_retention_days
 
     @property
     def shadow_mode_expires(self) -> datetime | None:
