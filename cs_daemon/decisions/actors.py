@@ -17,7 +17,7 @@ from . import requests, trace
 
 log = logging.getLogger(__name__)
 SWEEP_EVERY_SECONDS = 60
-TRACE_SWEEP_EVERY_SECONDS = 3600
+TRACE_SWEEP_EVERY_SECONDS = 300     # cs status calls a sweep late after 15 minutes
 
 
 @actor(max_retries=3, time_limit=10 * 60 * 1000)
@@ -53,7 +53,7 @@ def sweep_traces() -> None:
     rt = runtime()
     now = rt.now()
     with rt.session() as session:
-        tenant_ids = list(session.scalars(select(Tenant.id).order_by(Tenant.id)))
+        tenant_ids = trace.tenants_with_old_traces(session, now)
     tally = for_each_tenant(rt, "sweep_traces", tenant_ids, lambda tenant_id: expire_traces(rt, tenant_id, now))
     if tally.done:
         log.info("trace sweep: %d traces removed", tally.done)
