@@ -4,6 +4,7 @@ import typer
 from rich.markup import escape
 
 from cs_daemon.decisions import trace
+from cs_daemon.decisions.schemas import TraceResponse
 from cs_daemon.errors import NotFound
 from cs_daemon.interventions import service
 from cs_daemon.interventions.models import Intervention
@@ -105,10 +106,11 @@ def trace_(intervention_id: str, json_: bool = JSON):
         tenant_id = found.tenant_id
     with rt.session(tenant_id, commit=False) as s:
         found = trace.of_intervention(s, intervention_id)
+    body = TraceResponse(trace=found).model_dump(mode="json")     # as the API answers it
     if json_:
-        print_json({"trace": found})
+        print_json(body)
         return
-    _render_trace(found)
+    _render_trace(body["trace"])
 
 
 def _cell(value) -> str:
