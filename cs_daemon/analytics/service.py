@@ -4,7 +4,7 @@ Every figure comes from the customers table, which is itself the per-user rollup
 events (ingest keeps each user's stage, risk and last activity current as events arrive,
 the sweep applies time decay), and from the interventions table: one grouped pass over
 each, and the rest is added up here. No event is read, so the cost does not grow with
-event volume.
+event volume. The `ai` block counts the range's decision traces (docs/ai.md, "Cost").
 """
 
 from __future__ import annotations

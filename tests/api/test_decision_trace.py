@@ -20,6 +20,7 @@ from cs_daemon.jobs import heartbeat
 from cs_daemon.learning import service as learning
 from cs_daemon.learning.models import DecisionLog
 from tests.api.test_engine_learning import _decide_owed, _playbook, _signup, _tied
+from tests.api.test_holdout import _signed_up, users_of
 from tests.conftest import NO_HOLDOUT, auth
 
 
@@ -209,3 +210,20 @@ def test_analytics_counts_decisions_agent_decisions_fallbacks_and_tokens(client,
     clock.advance(days=8)
     ai = client.get("/api/analytics?range=7d", headers=auth(tenant.key)).json["ai"]
     assert ai == {"decisions": 0, "agent_decisions": 0, "fallbacks_by_reason": {}, "tokens": 0}
+
+
+def test_held_out_and_shadow_decisions_keep_their_trace(client, make_tenant, rt):
+    tenant = make_tenant("Hold", plan_tier="growth", config={"holdout_percent": 50, "approvalMode": "full_auto"})
+    pid = _playbook(client, tenant, "welcome", constraints={"channels": ["webhook"], "max_per_user": 1})
+    held, treated = users_of(tenant.id, 50)
+    [iv] = _signed_up(client, rt, tenant, held)
+    assert iv.status == "held_out" and iv.decision_id
+    t = client.get(f"/api/interventions/{iv.id}/trace", headers=auth(tenant.key)).json["trace"]
+    assert (t["decision_id"], t["action"], t["playbook_id"], t["decided_by"]) == (iv.decision_id, "send", pid, "rules")
+    assert t["options"] == [{"option": pid, "kind": "playbook", "estimate": None, "score": t["rules"][0]["score"],
+                             "probability": 1.0}] and t["propensity"] == 1.0
+    assert client.put("/api/settings/shadow-mode", headers=auth(tenant.key), json={"active": True}).status_code == 200
+    [shadow] = _signed_up(client, rt, tenant, treated)
+    assert shadow.status == "shadow"
+    t = client.get(f"/api/interventions/{shadow.id}/trace", headers=auth(tenant.key)).json["trace"]
+    assert t["decision_id"] == shadow.decision_id and t["intervention_id"] == shadow.id
