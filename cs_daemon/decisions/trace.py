@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from ..engine.decisions import Decision
+from ..engine.decisions import NOT_MATCHED, Decision
 from ..errors import NotFound
 from ..learning import service as learning
 from ..tenants.models import Tenant
@@ -44,8 +44,15 @@ def decided_by(decision: Decision, agent=None) -> str:
 
 
 def rules_of(decision: Decision) -> list[dict]:
-    """Each playbook's verdict and why, in the order the engine considered them."""
-    return [{"playbook_id": pid, **verdict.as_dict()} for pid, verdict in decision.rules.items()]
+    """Each playbook's verdict and why, in the order the engine considered them (those
+    whose entry conditions did not match written out here, as Decision.rules would)."""
+    out = []
+    for pb in decision.considered:
+        verdict = decision.verdicts.get(pb.id)
+        out.append({"playbook_id": pb.id, **verdict.as_dict()} if verdict is not None else
+                   {"playbook_id": pb.id, "name": pb.name, "matched": False, "verdict": "not_matched",
+                    "why": NOT_MATCHED, "confidence": None, "channel": None, "score": None})
+    return out
 
 
 def options_of(decision: Decision) -> list[dict]:
