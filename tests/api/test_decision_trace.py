@@ -227,3 +227,13 @@ def test_held_out_and_shadow_decisions_keep_their_trace(client, make_tenant, rt)
     assert shadow.status == "shadow"
     t = client.get(f"/api/interventions/{shadow.id}/trace", headers=auth(tenant.key)).json["trace"]
     assert t["decision_id"] == shadow.decision_id and t["intervention_id"] == shadow.id
+
+
+def test_with_the_kill_switch_on_the_decision_says_so(client, tenant, rt):
+    _playbook(client, tenant, "welcome")
+    assert client.put("/api/settings/kill-switch", headers=auth(tenant.key), json={"active": True}).status_code == 200
+    _signup(client, tenant.key)
+    _decide_owed(rt, tenant)
+    [decision] = client.get("/api/customers/u1", headers=auth(tenant.key)).json["decisions"]
+    assert (decision["action"], decision["reason"], decision["decided_by"]) == ("none", "the kill switch is on", "rules")
+    assert client.get("/api/interventions", headers=auth(tenant.key)).json["interventions"] == []
