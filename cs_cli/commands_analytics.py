@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import typer
 from rich.columns import Columns
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -56,6 +57,11 @@ def _render(r: dict) -> None:
     _bars("Lifecycle stages", [(d["stage"], d["count"]) for d in r["lifecycle_distribution"]])
     _bars("Risk levels", [(d["risk_level"], d["count"]) for d in r["risk_distribution"]])
     _bars("Outcomes", [(d["outcome"], d["count"]) for d in r["outcome_stats"]])
+    ai = r.get("ai")
+    if ai:
+        fallbacks = ", ".join(f"{escape(reason)}: {n}" for reason, n in ai["fallbacks_by_reason"].items()) or "none"
+        out.print(f"[bold]Decisions[/bold] {ai['decisions']} (the agent made {ai['agent_decisions']}); "
+                  f"model tokens {ai['tokens']}; agent fallbacks: {fallbacks}", highlight=False)
     if r["top_playbooks"]:
         t = Table(title="Top playbooks", title_justify="left", header_style="bold")
         for col in ("playbook", "interventions", "success rate"):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -8,7 +9,8 @@ from cs_daemon.customers import search, service
 from cs_daemon.customers.schemas import CustomerListItem, NextAction
 from cs_daemon.engine.scoring import RISK_LEVELS, STAGES
 from cs_daemon.interventions.by_user import next_actions
-from cs_daemon.customers.schemas import CustomerDetail, CustomerEvent
+from cs_daemon.customers.schemas import CustomerDetail, CustomerEvent, DecisionSummary
+from cs_daemon.decisions import trace
 from cs_daemon.interventions import by_user
 from cs_daemon.interventions.schemas import InterventionPublic
 from cs_daemon.tenants import service as tenants
@@ -75,7 +77,8 @@ def show(
     events: int = typer.Option(20, "--events", min=0, max=100, help="How many recent events to show."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
-    """A customer's scores, stage, milestones, recent events and interventions (newest first, at most 100)."""
+    """A customer's scores, stage, milestones, recent events, interventions (newest first, at most 100)
+    and latest decisions, those that ended in no action too."""
     rt = runtime()
     with rt.session(tenant) as s:
         config = tenants.get(s, tenant, now=rt.now()).config
@@ -85,15 +88,18 @@ def show(
                                    segment_memberships=service.segment_memberships(customer, now=rt.now()))
         recent = [CustomerEvent.model_validate(e) for e in service.recent_events(s, user_id, limit=events)]
         done = [InterventionPublic.model_validate(iv) for iv in by_user.of_user(s, tenant, user_id)]
+        decided = [DecisionSummary(**d) for d in trace.recent_for_user(s, user_id)]
     if json_:
         print_json({"customer": detail.model_dump(mode="json"),
                     "events": [e.model_dump(mode="json") for e in recent],
-                    "interventions": [iv.model_dump(mode="json") for iv in done]})
+                    "interventions": [iv.model_dump(mode="json") for iv in done],
+                    "decisions": [d.model_dump(mode="json") for d in decided]})
         return
-    _render(detail, recent, done)
+    _render(detail, recent, done, decided)
 
 
-def _render(c: CustomerDetail, recent: list[CustomerEvent], done: list[InterventionPublic]) -> None:
+def _render(c: CustomerDetail, recent: list[CustomerEvent], done: list[InterventionPublic],
+            decided: list[DecisionSummary] = ()) -> None:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="dim")
     facts.add_column()
@@ -122,6 +128,12 @@ def _render(c: CustomerDetail, recent: list[CustomerEvent], done: list[Intervent
         table("Interventions", ["planned", "channel", "status", "source", "id"],
               [[iv.planned_at, iv.channel, iv.status + (" (test)" if iv.test else ""), iv.source, iv.id]
                for iv in done])
+    if decided:
+        table("Decisions (cs interventions trace ID for one's trace)",
+              ["made", "action", "decided by", "channel", "why not / intervention", "decision"],
+              [[d.created_at, d.action, d.decided_by, d.channel,
+                escape(d.reason or "") if d.action == "none" else d.intervention_id, d.decision_id]
+               for d in decided])
 
 
 def _bar(value: float, width: int = 20) -> str:

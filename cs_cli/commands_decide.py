@@ -30,8 +30,8 @@ def dry_run(
     rt = runtime()
     with rt.session(tenant, commit=False) as s:
         tenants.get(s, tenant, now=rt.now())
-        made, customer = service.dry_run(s, user_id, now=rt.now())
-        body = DryRunResponse.of(made, customer)
+        made, customer, agent, trace = service.dry_run_with_agent(s, user_id, now=rt.now(), writer=rt.writer)
+        body = DryRunResponse.of(made, customer, agent, trace)
     if json_:
         print_json(body.model_dump(mode="json"))
         return

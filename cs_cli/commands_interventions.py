@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 
+from cs_daemon.decisions import trace
+from cs_daemon.decisions.schemas import TraceResponse
 from cs_daemon.errors import NotFound
 from cs_daemon.interventions import service
 from cs_daemon.interventions.models import Intervention
@@ -9,7 +12,7 @@ from cs_daemon.interventions.schemas import EscalationPublic, InterventionPublic
 
 from . import tenant_option
 from .context import runtime
-from .output import print_json, success, table
+from .output import out, print_json, success, table
 
 app = typer.Typer(help="Interventions: review what the engine planned.", no_args_is_help=True)
 escalations = typer.Typer(help="Escalations: users handed to the team.", no_args_is_help=True)
@@ -89,6 +92,65 @@ def rollback(intervention_id: str, reason: str = typer.Option(None, "--reason", 
 def flag(intervention_id: str, reason: str = typer.Option(..., "--reason", help="Why."), json_: bool = JSON):
     """Flag an intervention for review."""
     _act(intervention_id, "flagged", lambda s, now: service.flag(s, intervention_id, reason, now=now), json_)
+
+
+@app.command("trace")
+def trace_(intervention_id: str, json_: bool = JSON):
+    """Why the engine made this intervention: the user's features, each playbook's verdict,
+    the options with their estimates, the agent's steps, the drafts and the choice."""
+    rt = runtime()
+    with rt.session() as s:
+        found = s.get(Intervention, intervention_id)
+        if found is None:
+            raise NotFound(f"no intervention with id {intervention_id}")
+        tenant_id = found.tenant_id
+    with rt.session(tenant_id, commit=False) as s:
+        found = trace.of_intervention(s, intervention_id)
+    body = TraceResponse(trace=found).model_dump(mode="json")     # as the API answers it
+    if json_:
+        print_json(body)
+        return
+    _render_trace(body["trace"])
+
+
+def _cell(value) -> str:
+    return "" if value is None else escape(str(value))
+
+
+def _render_trace(t: dict) -> None:
+    choice = t.get("choice") or {}
+    out.print(f"[bold]decision {t['decision_id']}[/bold] for user {escape(t['user_id'])}: "
+              f"[green]{escape(str(t['action']))}[/green] decided by [bold]{t['decided_by']}[/bold]"
+              + ("" if t.get("propensity") is None else f" (propensity {t['propensity']:.2f})"), highlight=False)
+    if choice.get("reasoning"):
+        out.print(f"  {escape(str(choice['reasoning']))}", highlight=False)
+    if t.get("reason"):
+        out.print(f"  reason: {escape(str(t['reason']))}", highlight=False)
+    table("Features", ["feature", "value"], [[escape(str(k)), _cell(v)] for k, v in (t.get("features") or {}).items()])
+    table("Rules", ["playbook", "verdict", "why", "channel", "confidence"],
+          [[escape(r.get("name") or r.get("playbook_id") or ""), r.get("verdict"), _cell(r.get("why")),
+            r.get("channel"), r.get("confidence")] for r in t.get("rules") or []])
+    table("Options", ["option", "scope", "estimate", "uncertainty", "successes", "trials", "probability"],
+          [[_cell(o.get("option")), o.get("scope") or o.get("kind"), o.get("estimate"), o.get("uncertainty"),
+            o.get("successes"), o.get("trials"), o.get("probability")] for o in t.get("options") or []])
+    agent = t.get("agent") or {}
+    if agent.get("steps"):
+        table("Agent steps", ["step", "tool", "arguments", "result", "ms", "tokens"],
+              [[s.get("step"), s.get("tool"), _cell(s.get("arguments")), _cell(s.get("result_summary")),
+                s.get("duration_ms"), s.get("tokens")] for s in agent["steps"]])
+    if agent.get("fallback_reason"):
+        out.print(f"[yellow]agent fell back:[/yellow] {escape(str(agent['fallback_reason']))}", highlight=False)
+    if t.get("drafts"):
+        table("Drafts", ["option", "message", "checks"],
+              [[_cell(d.get("option_id")), _cell(d.get("message")), _checks(d.get("checks"))] for d in t["drafts"]])
+    out.print(f"[dim]tokens {t.get('tokens') or 0}; made {t['created_at']}[/dim]", highlight=False)
+
+
+def _checks(checks) -> str:
+    if not isinstance(checks, list):
+        return _cell(checks)
+    return ", ".join(f"{escape(str(c.get('check', '?')))}: {'pass' if c.get('passed') else 'FAIL'}"
+                     for c in checks if isinstance(c, dict))
 
 
 @escalations.command("list")

@@ -9,7 +9,7 @@ from .channels.in_app_models import InAppMessage  # noqa: F401
 from .console.models import ConsoleSession, SignInLink  # noqa: F401
 from .customers.models import Customer, Event
 from .customers.snapshots import ScoreSnapshot  # noqa: F401
-from .decisions.models import DecisionRequest
+from .decisions.models import DecisionRequest, DecisionTrace  # noqa: F401
 from .delivery.models import Delivery, DeliveryAttempt
 from .external.models import ActionType, ExternalAction, PlatformConnection
 from .interventions.models import Intervention

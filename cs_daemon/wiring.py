@@ -95,13 +95,14 @@ def _jobs() -> None:
     decision_requests.JOB["decide"] = decision_jobs.decide_owed
     registry.ACTORS[:] = [
         delivery_jobs.send_deliveries, delivery_jobs.sweep_deliveries,
-        decision_jobs.decide_owed, decision_jobs.sweep_decisions,
+        decision_jobs.decide_owed, decision_jobs.sweep_decisions, decision_jobs.sweep_traces,
         customer_jobs.sweep_scores, intervention_jobs.sweep_outcomes, tenant_jobs.sweep_expiries,
     ]
     registry.PERIODIC[:] = [
         Periodic("sweep_scores", customer_jobs.SWEEP_EVERY_SECONDS, customer_jobs.sweep_scores.send),
         Periodic("sweep_deliveries", delivery_jobs.SWEEP_EVERY_SECONDS, delivery_jobs.sweep_deliveries.send),
         Periodic("sweep_decisions", decision_jobs.SWEEP_EVERY_SECONDS, decision_jobs.sweep_decisions.send),
+        Periodic("sweep_traces", decision_jobs.TRACE_SWEEP_EVERY_SECONDS, decision_jobs.sweep_traces.send),
         Periodic("sweep_outcomes", intervention_jobs.SWEEP_EVERY_SECONDS, intervention_jobs.sweep_outcomes.send),
         Periodic("sweep_expiries", tenant_jobs.SWEEP_EVERY_SECONDS, tenant_jobs.sweep_expiries.send),
     ]

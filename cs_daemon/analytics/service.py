@@ -4,7 +4,7 @@ Every figure comes from the customers table, which is itself the per-user rollup
 events (ingest keeps each user's stage, risk and last activity current as events arrive,
 the sweep applies time decay), and from the interventions table: one grouped pass over
 each, and the rest is added up here. No event is read, so the cost does not grow with
-event volume.
+event volume. The `ai` block counts the range's decision traces (docs/ai.md, "Cost").
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from ..customers.models import Customer
+from ..decisions import trace
 from ..interventions.models import Intervention
 from ..playbooks.models import Playbook
 from . import uplift
@@ -62,6 +63,7 @@ def report(session: Session, *, range_: str, now: datetime) -> dict:
                           for o in sorted({g.outcome for g in work if g.outcome is not None})],
         "top_playbooks": _top_playbooks(work, playbooks),
         "lifecycle_area_breakdown": areas,
+        "ai": trace.ai_summary(session, since),
     }
 
 

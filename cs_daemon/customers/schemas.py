@@ -92,10 +92,24 @@ class CustomerEvent(Wire):
     test: bool
 
 
+class DecisionSummary(Wire):
+    """One of a customer's recent decisions (docs/decisions.md, "The decision trace")."""
+
+    decision_id: str
+    created_at: datetime
+    action: str
+    decided_by: str
+    reason: str | None
+    playbook_id: str | None
+    channel: str | None
+    intervention_id: str | None
+
+
 class CustomerDetailResponse(Wire):
     customer: CustomerDetail
     events: list[CustomerEvent]
     interventions: list[InterventionPublic]
+    decisions: list[DecisionSummary] = []     # extension: the latest engine decisions, no-action ones too
 
 
 class CustomerList(Wire):

@@ -1,4 +1,5 @@
-"""Decision jobs: owed decisions after ingest, and the periodic decision sweep."""
+"""Decision jobs: owed decisions after ingest, the periodic decision sweep, and the
+removal of decision traces past their tenant's retention."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from ..jobs.broker import actor
 from ..jobs.context import runtime
 from ..jobs.sweeps import for_each_tenant
 from ..playbooks.models import Playbook
+from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
-from . import requests
+from . import requests, trace
 
 log = logging.getLogger(__name__)
 SWEEP_EVERY_SECONDS = 60
+TRACE_SWEEP_EVERY_SECONDS = 300     # cs status calls a sweep late after 15 minutes
 
 
 @actor(max_retries=3, time_limit=10 * 60 * 1000)
@@ -41,3 +44,23 @@ def sweep_decisions() -> None:
                             lambda tenant_id: requests.sweep_tenant(rt, tenant_id, now))
     if owed or tally.done:
         log.info("decision sweep: %d owed re-enqueued, %d interventions", len(owed), tally.done)
+
+
+@actor(max_retries=0, time_limit=30 * 60 * 1000)
+def sweep_traces() -> None:
+    """Remove each tenant's decision traces older than its `config.trace_retention_days`
+    (docs/decisions.md, "The decision trace")."""
+    rt = runtime()
+    now = rt.now()
+    with rt.session() as session:
+        tenant_ids = trace.tenants_with_old_traces(session, now)
+    tally = for_each_tenant(rt, "sweep_traces", tenant_ids, lambda tenant_id: expire_traces(rt, tenant_id, now))
+    if tally.done:
+        log.info("trace sweep: %d traces removed", tally.done)
+
+
+def expire_traces(rt, tenant_id: str, now) -> int:
+    with rt.session(tenant_id) as session:
+        tenant = session.get(Tenant, tenant_id)
+        days = tenant_config.read(tenant.config).trace_retention
+        return trace.remove_expired(session, days=days, now=now)

@@ -3,7 +3,8 @@ user, learned from the outcomes observed so far (docs/decisions.md, "Learning").
 
 The learner (cs_daemon/learning) draws the choice by Thompson sampling from each action's
 estimate for this kind of user; the decision is logged with its features, estimates and
-propensity, and the outcome of an external action dispatched after it trains the model.
+propensity (and its trace kept: docs/decisions.md, "The decision trace"), and the
+outcome of an external action dispatched after it trains the model.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..learning import model, service as learning
 from ..outbox import service as outbox
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
+from . import trace
 
 SCOPE = "action"
 
@@ -41,6 +43,10 @@ def recommend(session: Session, tenant_id: str, *, user_id: str, available: list
     choice = model.choose(actions, features, learning.counts(session, SCOPE, actions, features), learning.RANDOM)
     logged = learning.log(session, tenant_id, kind="recommend", scope=SCOPE, user_id=customer.id,
                           features=features, choice=choice, test=test, now=now, domain=domain)
+    logged.decision_id = logged.id      # a recommendation's decision_id is its log row's id
+    trace.store(session, tenant_id, trace.recommendation(decision_id=logged.id, user_id=customer.id,
+                                                         features=features, choice=choice, domain=domain, now=now),
+                test=test)
     segment = "segment (" + model.segment_key(features).replace("&", ", ") + ")"
     best = choice.chosen
     others = sorted((e for e in choice.estimates if e.option != best.option), key=lambda e: -e.mean)

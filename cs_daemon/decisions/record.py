@@ -4,7 +4,6 @@ status the approval mode allows (or `shadow`), and the events it emits."""
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -14,6 +13,7 @@ from .. import metrics
 from ..agent import service as agent_service
 from ..agent.run import AgentRun
 from ..customers.models import Customer
+from ..db import new_id
 from ..engine import messages
 from ..engine.contact_policy import ContactPolicy
 from ..engine.decisions import Decision, PlaybookSpec, decide
@@ -26,7 +26,7 @@ from ..outbox import service as outbox
 from ..playbooks.models import Playbook
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
-from . import context, holdout
+from . import context, holdout, trace
 
 log = logging.getLogger(__name__)
 USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
@@ -35,9 +35,9 @@ USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifec
 
 @dataclass
 class Proposal:
-    """A decision with its written message, ready to be recorded. With the agent, a
-    decision of no action is a proposal too (its steps are still emitted); `spec` is
-    then None."""
+    """A decision with its written message, ready to be recorded; one that ends in no
+    action (`decision.action == "none"`, no spec) is kept only as its trace (and, with the
+    agent, its steps are still emitted)."""
 
     decision: Decision
     spec: PlaybookSpec | None
@@ -47,21 +47,35 @@ class Proposal:
     live_only: bool = True      # decided on the live history alone (no test data behind it)
     held_out: bool = False      # the user is in the holdout: paced by their held-out decisions too
     learner_features: dict | None = None
-    decision_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    decision_id: str = field(default_factory=new_id)   # its trace's id (docs/decisions.md, "The decision trace")
     agent: AgentRun | None = None   # the agent's run, when it ran (docs/ai.md, "The agent")
     policy: ContactPolicy | None = None     # the contact policy it was decided under, checked again on recording
 
+    @property
+    def acts(self) -> bool:
+        return self.decision.action != "none"
+
+    def drop(self, why: str) -> None:
+        """The decision turned into no action after all (another decision recorded first)."""
+        self.decision.action, self.decision.reason = "none", why
+        self.spec, self.message, self.checks = None, None, None
+
+
+def _nothing(reason: str, features: dict | None = None) -> Proposal:
+    return Proposal(Decision(action="none", reason=reason), None, None, reason, None, learner_features=features)
+
 
 def propose(session: Session, tenant: Tenant, customer: Customer, *, now: datetime, writer,
-            events=(), state_changed: bool = False, test_events: bool = False) -> Proposal | None:
-    """Decide (read-only) and write the message; None when the engine does nothing. A
-    live decision counts only live interventions against the repeat limits. With a
-    model, the agent chooses among the options the rules allow (docs/ai.md, "The agent")."""
+            events=(), state_changed: bool = False, test_events: bool = False) -> Proposal:
+    """Decide (read-only) and write the message; a decision to do nothing is a proposal
+    too (its trace is kept). A live decision counts only live interventions against the
+    repeat limits. With a model, the agent chooses among the options the rules
+    allow (docs/ai.md, "The agent")."""
     if tenant.kill_switch_active:
-        return None
+        return _nothing("the kill switch is on")
     specs = context.specs(session)
     if not specs:
-        return None
+        return _nothing("no active playbooks")
     live_only = not (test_events or customer.test)
     user = context.user_context(session, customer, specs, now)
     held_out = holdout.is_held_out(tenant, customer.id)
@@ -70,7 +84,7 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
     policy = context.policy_of(config)
     history = context.history(session, customer.id, now, live_only=live_only, held_out=held_out, policy=policy)
     made = decide(user, specs, history, now=now, events=events, state_changed=state_changed, learner=learner)
-    decision_id = str(uuid.uuid4())
+    decision_id = new_id()
     run = None
     if agent_service.wanted(writer, config, made):
         run = agent_service.run(session, tenant.id, customer, made, specs, writer=writer, config=config, now=now,
@@ -79,8 +93,6 @@ def propose(session: Session, tenant: Tenant, customer: Customer, *, now: dateti
     if run is not None and run.fallback_reason:
         made.reasoning = f"{made.reasoning or ''} (the agent fell back to the learner: {run.fallback_reason})".strip()
     if made.action == "none":
-        if run is None:
-            return None
         return Proposal(made, None, None, made.reason or "", None, live_only, held_out, learner.features,
                         decision_id, run, policy)
     spec = next(s for s in specs if s.id == made.playbook_id)
@@ -175,7 +187,25 @@ def _log_learned(session: Session, tenant: Tenant, customer: Customer, proposal:
     """The learner's choices behind this decision, in the decision log, keyed to what it made."""
     for learned in proposal.decision.learned:
         learning.log(session, tenant.id, kind=learned.kind, scope=learned.scope, user_id=customer.id,
-                     features=proposal.learner_features, choice=learned.choice, test=test, now=now, **keys)
+                     features=proposal.learner_features, choice=learned.choice, test=test, now=now,
+                     decision_id=proposal.decision_id, **keys)
+
+
+def keep_trace(session: Session, tenant: Tenant, customer: Customer, proposal: Proposal, *, now: datetime,
+               test: bool, intervention_id: str | None = None, external_action_id: str | None = None) -> None:
+    """The decision's trace, keyed to what it made (docs/decisions.md, "The decision trace")."""
+    trace.store(session, tenant.id, trace.of_proposal(proposal, customer.id, now), test=test,
+                intervention_id=intervention_id, external_action_id=external_action_id)
+
+
+def record_nothing(session: Session, tenant_id: str, user_id: str, proposal: Proposal, *,
+                   now: datetime, test: bool) -> None:
+    """A decision that ended in no action: only its trace is kept, so "why did this user
+    not get a message" has an answer. The agent's steps, when it ran, are still emitted."""
+    trace.store(session, tenant_id, trace.of_proposal(proposal, user_id, now), test=test)
+    steps = agent_events(proposal, user_id, now)
+    if steps:
+        outbox.record_many(session, tenant_id, steps, now=now, test=test)
 
 
 def _hold_out(session: Session, intervention: Intervention, now: datetime) -> Intervention:
@@ -185,15 +215,6 @@ def _hold_out(session: Session, intervention: Intervention, now: datetime) -> In
     uplift")."""
     outcomes.open_window(session, intervention, now)
     return intervention
-
-
-def decided_by(proposal: Proposal) -> str:
-    """agent, learner (it chose among options, or the agent fell back to it) or rules."""
-    run = proposal.agent
-    if run is not None:
-        return run.decided_by
-    learned = proposal.decision.learned
-    return "learner" if any(len(item.choice.estimates) > 1 for item in learned) else "rules"
 
 
 def agent_events(proposal: Proposal, user_id: str, now: datetime) -> list[tuple[str, dict]]:
@@ -215,11 +236,7 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
     decision.recommended (and intervention.escalated). `test`: events tracked with a
     test key caused the decision."""
     made, spec = proposal.decision, proposal.spec
-    metrics.bump(metrics.DECISIONS, decided_by=decided_by(proposal), action=made.action)
-    if spec is None:    # the agent chose no action: only its steps are emitted
-        outbox.record_many(session, tenant.id, agent_events(proposal, customer.id, now), now=now,
-                           test=test or customer.test)
-        return None
+    metrics.bump(metrics.DECISIONS, decided_by=trace.decided_by(made, proposal.agent), action=made.action)
     test = is_test(session, customer, spec, test_events=test)
     intervention = None
     if made.action in ("send", "escalate"):
@@ -231,18 +248,21 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
             channel=made.channel, message_body=proposal.message, reasoning=proposal.reasoning,
             confidence=made.confidence, source="engine", quality_checks=proposal.checks,
             severity=made.severity, suggested_action=spec.strategy_hints.get("goal") if made.action == "escalate" else None,
-            reason=made.reasoning if made.action == "escalate" else None, test=test,
+            reason=made.reasoning if made.action == "escalate" else None, test=test, decision_id=proposal.decision_id,
             planned_at=now, approved_at=now if status == "approved" else None, updated_at=now)
         session.add(intervention)
         session.flush()
         if status == "held_out":   # logged like any decision; its outcome trains nothing (docs/decisions.md)
             _log_learned(session, tenant, customer, proposal, test, now, intervention_id=intervention.id)
+            keep_trace(session, tenant, customer, proposal, now=now, test=test, intervention_id=intervention.id)
             return _hold_out(session, intervention, now)
         if status == "approved":
             pipeline.start(session, intervention, now=now)
     action_id = _dispatch(session, tenant, customer, proposal, now, test) if made.action == "external_action" else None
     _log_learned(session, tenant, customer, proposal, test, now,
                  intervention_id=intervention.id if intervention else None, external_action_id=action_id)
+    keep_trace(session, tenant, customer, proposal, now=now, test=test,
+               intervention_id=intervention.id if intervention else None, external_action_id=action_id)
     events = agent_events(proposal, customer.id, now) + [("decision.recommended", {
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,

@@ -173,12 +173,20 @@ def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bo
         customer = session.get(Customer, (tenant_id, user_id))
         proposal = customer and recording.propose(session, tenant, customer, now=now, writer=rt.writer,
                                         events=events, state_changed=state_changed, test_events=test)
+        test_user = bool(customer and customer.test)     # read before the unit of work ends
     with rt.session(tenant_id) as session:
         made = None
-        if proposal and _still_allowed(session, tenant_id, user_id, proposal, rt.now()):
-            tenant = tenants.get(session, tenant_id, now=now)
-            made = recording.record(session, tenant, session.get(Customer, (tenant_id, user_id)), proposal, now=rt.now(),
-                          test=test)
+        if proposal is not None:
+            if proposal.acts and not _still_allowed(session, tenant_id, user_id, proposal, rt.now()):
+                proposal.drop("another decision for the user was recorded first: "
+                              + (proposal.decision.reason or ""))
+            if proposal.acts:
+                tenant = tenants.get(session, tenant_id, now=now)
+                made = recording.record(session, tenant, session.get(Customer, (tenant_id, user_id)), proposal,
+                                        now=rt.now(), test=test)
+            else:
+                recording.record_nothing(session, tenant_id, user_id, proposal, now=rt.now(),
+                                         test=test or test_user)
         if request_id:
             session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id).values(done_at=rt.now()))
         return made
@@ -199,6 +207,7 @@ def _still_allowed(session: Session, tenant_id: str, user_id: str, proposal, now
                                                                      history, now)
     if why:
         log.info("decision for user %s dropped: %s (%s)", user_id, why, proposal.spec.name)
+        proposal.decision.reason = f"{proposal.spec.name}: {why}"
     return why is None
 
 

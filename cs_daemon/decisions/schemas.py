@@ -39,11 +39,12 @@ class DryRunResponse(Wire):
     # (docs/ai.md, "The agent")
     options: list[dict[str, Any]] = Field(default_factory=list)
     agent: dict[str, Any] | None = None
+    trace: dict[str, Any] | None = None     # extension: the decision's trace (docs/decisions.md)
 
     @classmethod
-    def of(cls, made, customer, agent=None) -> "DryRunResponse":
+    def of(cls, made, customer, agent=None, trace: dict | None = None) -> "DryRunResponse":
         return cls(
-            options=list(made.options), agent=agent.as_dict() if agent is not None else None,
+            options=list(made.options), agent=agent.as_dict() if agent is not None else None, trace=trace,
             decision=DecisionPublic(action=made.action, playbook_id=made.playbook_id, channel=made.channel,
                                     reasoning=made.reasoning, reason=made.reason, confidence=made.confidence,
                                     severity=made.severity, action_type=made.action_type),
@@ -110,3 +111,8 @@ class PolicyEstimate(Wire):
 class EvaluateResponse(Wire):
     decisions: int
     estimates: list[PolicyEstimate]
+
+
+class TraceResponse(Wire):
+    trace: dict[str, Any]
+

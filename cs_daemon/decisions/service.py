@@ -9,22 +9,24 @@ from sqlalchemy.orm import Session
 from ..agent import service as agent_service
 from ..agent.run import AgentRun
 from ..customers import service as customers
+from ..db import new_id
 from ..engine.decisions import Decision, decide
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
-from . import context
+from . import context, trace
 from .record import drafter
 
 
-def dry_run(session: Session, user_id: str, *, now: datetime, writer=None) -> tuple[Decision, object]:
+def dry_run(session: Session, user_id: str, *, now: datetime, writer=None) -> tuple[Decision, object, dict]:
     """The decision the engine would take now, considering every active playbook as if its
-    trigger had fired (and, for a live user, live events); nothing is written."""
-    made, customer, _ = dry_run_with_agent(session, user_id, now=now, writer=writer)
-    return made, customer
+    trigger had fired (and, for a live user, live events), with its trace; nothing is
+    written (docs/decisions.md, "The decision trace")."""
+    made, customer, _, kept = dry_run_with_agent(session, user_id, now=now, writer=writer)
+    return made, customer, kept
 
 
 def dry_run_with_agent(session: Session, user_id: str, *, now: datetime,
-                       writer=None) -> tuple[Decision, object, AgentRun | None]:
+                       writer=None) -> tuple[Decision, object, AgentRun | None, dict]:
     """The dry run; with a model configured (`writer`) the agent runs too, and its answer
     is the decision. Nothing is written and nothing emitted but the tokens the model used,
     which count against the tenant's daily budget (docs/ai.md, "The agent")."""
@@ -41,4 +43,5 @@ def dry_run_with_agent(session: Session, user_id: str, *, now: datetime,
         run = agent_service.run(session, tenant.id, customer, made, specs, writer=writer, config=config, now=now,
                                 draft=drafter(tenant, customer, specs, writer))
         made = agent_service.apply(made, run)
-    return made, customer, run
+    return made, customer, run, trace.build(decision_id=new_id(), user_id=customer.id, decision=made,
+                                            features=learner.features, now=now, agent=run)

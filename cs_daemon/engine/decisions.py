@@ -23,6 +23,7 @@ from .contact_policy import ContactPolicy, Contact, Limits
 
 CHANNELS = ("email", "in_app", "webhook", "crm")
 PRIOR_SUCCESS = 0.5
+NOT_MATCHED = "entry conditions not met"     # the why of a playbook whose entry conditions did not match
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,7 @@ class Decision:
     def rules(self) -> dict[str, Verdict]:
         """Every playbook's verdict, in order; those whose entry conditions did not match
         are made only here, when asked (a dry run), not on every decision."""
-        return {pb.id: self.verdicts.get(pb.id) or Verdict(pb.id, pb.name, False, "not_matched",
-                                                            "entry conditions not met")
+        return {pb.id: self.verdicts.get(pb.id) or Verdict(pb.id, pb.name, False, "not_matched", NOT_MATCHED)
                 for pb in self.considered}
 
 

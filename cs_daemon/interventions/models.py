@@ -33,6 +33,7 @@ class Intervention(TenantOwned, table=True):
     reasoning: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     confidence: float | None = None
     source: str = Field(default="manual", max_length=20)     # engine | manual | external | delegated
+    decision_id: str | None = Field(default=None, max_length=36)   # the engine decision's trace; null for manual
     quality_checks: list | dict | None = json_field()
     flagged: bool = False
     flag_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))

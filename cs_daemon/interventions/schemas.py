@@ -29,6 +29,7 @@ class InterventionPublic(Wire):
     source: str
     test: bool
     outcome: str | None = None      # extension: positive, negative or neutral once settled
+    decision_id: str | None = None  # the engine decision that made it (its trace); null for manual ones
 
 
 class InterventionList(Wire):

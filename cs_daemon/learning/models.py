@@ -33,6 +33,7 @@ class DecisionLog(TenantOwned, table=True):
     decided_by: str = Field(max_length=8)            # learner | rules
     intervention_id: str | None = Field(default=None, max_length=36)
     external_action_id: str | None = Field(default=None, max_length=36)
+    decision_id: str | None = Field(default=None, max_length=36)   # the decision's trace (docs/decisions.md)
     test: bool = False
     created_at: datetime = time_field(nullable=False)
     success: bool | None = None                      # the outcome, once known

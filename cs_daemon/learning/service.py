@@ -65,12 +65,13 @@ def options_of(choice: model.Choice) -> list[dict]:
 
 def log(session: Session, tenant_id: str, *, kind: str, scope: str, user_id: str, features: dict,
         choice: model.Choice, test: bool, now: datetime, domain: str | None = None,
-        intervention_id: str | None = None, external_action_id: str | None = None) -> DecisionLog:
+        intervention_id: str | None = None, external_action_id: str | None = None,
+        decision_id: str | None = None) -> DecisionLog:
     row = DecisionLog(tenant_id=tenant_id, kind=kind, scope=scope, user_id=user_id, domain=domain,
                       features=features, options=options_of(choice), choice=choice.option,
                       propensity=choice.propensity, decided_by="learner" if len(choice.estimates) > 1 else "rules",
                       intervention_id=intervention_id, external_action_id=external_action_id, test=test,
-                      created_at=now)
+                      created_at=now, decision_id=decision_id)
     session.add(row)
     session.flush()
     return row

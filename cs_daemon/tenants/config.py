@@ -34,6 +34,7 @@ DEFAULT_HOLDOUT_PERCENT = 5
 # the agent (docs/ai.md, "The agent")
 AI_MAX_STEPS = 8
 AI_TIME_BUDGET_S = 20.0
+DEFAULT_TRACE_RETENTION_DAYS = 30
 MAX_EVENT_NAMES = 100
 # derived when shown, never stored (docs/tenant-config.md, "The CRM channel")
 SHOWN_ONLY = frozenset({"crm_webhook_secret_set"})
@@ -128,6 +129,8 @@ class TenantConfig(_Typed):
     ai_max_steps: Annotated[int, Field(ge=1, le=32)] | None = None
     ai_daily_token_budget: Annotated[int, Field(ge=0)] | None = None       # null: no limit
     ai_time_budget_s: Annotated[float, Field(gt=0, le=120)] | None = None
+    # how long decision traces are kept (docs/decisions.md, "The decision trace")
+    trace_retention_days: Annotated[float, Field(ge=1, le=3650)] | None = None
     # scoring (docs/scoring.md)
     milestones: EventNames | None = None
     expansion_events: EventNames | None = None
@@ -170,6 +173,10 @@ class TenantConfig(_Typed):
     @property
     def agent_time_budget_s(self) -> float:
         return AI_TIME_BUDGET_S if self.ai_time_budget_s is None else self.ai_time_budget_s
+
+    @property
+    def trace_retention(self) -> float:
+        return DEFAULT_TRACE_RETENTION_DAYS if self.trace_retention_days is None else self.trace_retention_days
 
     @property
     def shadow_mode_expires(self) -> datetime | None:

@@ -66,7 +66,7 @@ def test_detail_has_progress_segments_and_recent_events(client, tenant, clock):
     resp = client.get("/api/customers/u1", headers=h)
     assert resp.status_code == 200
     body = resp.json
-    assert set(body) == {"customer", "events", "interventions"}
+    assert set(body) == {"customer", "events", "interventions", "decisions"}
     progress = body["customer"]["milestone_progress"]
     assert progress["milestones"] == [{"name": "a", "done": True}, {"name": "b", "done": False}]
     assert progress["done"] == 1 and progress["total"] == 2 and progress["percent"] == 50.0

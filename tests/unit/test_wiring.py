@@ -35,5 +35,6 @@ def test_wiring_registers_the_channels_the_listeners_and_the_jobs_once():
         {"channel": 1, "event": 1, "test": 1, "dispatch": 1}
     assert len(domain_events._handlers[domain_events.EventsIngested]) == 1
     assert {p.name for p in registry.periodic()} == {
-        "sweep_scores", "sweep_deliveries", "sweep_decisions", "sweep_outcomes", "sweep_expiries"}
+        "sweep_scores", "sweep_deliveries", "sweep_decisions", "sweep_outcomes", "sweep_expiries",
+        "sweep_traces"}
     assert "send" in delivery.JOB

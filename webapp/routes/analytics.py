@@ -38,6 +38,15 @@ class Roi(Wire):
     uplift: list[PlaybookUplift] = []     # extension (docs/decisions.md, "Holdout and uplift")
 
 
+class Ai(Wire):
+    """Decisions in the range, from their traces (docs/ai.md, "Cost")."""
+
+    decisions: int
+    agent_decisions: int
+    fallbacks_by_reason: dict[str, int]
+    tokens: int
+
+
 class AnalyticsReport(Wire):
     range: str
     kpis: Kpis
@@ -48,6 +57,7 @@ class AnalyticsReport(Wire):
     outcome_stats: list[dict[str, Any]]
     top_playbooks: list[dict[str, Any]]
     lifecycle_area_breakdown: list[dict[str, Any]]
+    ai: Ai | None = None      # extension: decisions and model use (docs/ai.md)
 
 
 @api.route("GET", "/api/analytics", access="read", query=AnalyticsQuery, response=AnalyticsReport,

@@ -6,10 +6,11 @@ from pydantic import Field
 
 from cs_daemon.customers import ingest, service
 from cs_daemon.customers.schemas import (
-    CustomerCreate, CustomerCreated, CustomerDetail, CustomerDetailResponse, CustomerEvent,
+    CustomerCreate, CustomerCreated, CustomerDetail, CustomerDetailResponse, CustomerEvent, DecisionSummary,
     CustomerList, CustomerListItem, CustomerListQuery, CustomerPublic, CustomerStatsResponse, NextAction,
     TrackRequest, TrackResult,
 )
+from cs_daemon.decisions import trace
 from cs_daemon.interventions import by_user
 from cs_daemon.interventions.schemas import InterventionPublic
 from cs_daemon.schemas import Wire
@@ -84,4 +85,5 @@ def get_customer(call: Call, user_id: str):
     events = [CustomerEvent.model_validate(e) for e in service.recent_events(call.session, user_id)]
     interventions = [InterventionPublic.model_validate(iv)
                      for iv in by_user.of_user(call.session, call.tenant_id, user_id)]
-    return CustomerDetailResponse(customer=detail, events=events, interventions=interventions)
+    decisions = [DecisionSummary(**d) for d in trace.recent_for_user(call.session, user_id)]
+    return CustomerDetailResponse(customer=detail, events=events, interventions=interventions, decisions=decisions)

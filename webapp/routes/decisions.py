@@ -14,9 +14,9 @@ api = Api("Decisions")
 @api.route("POST", "/api/interventions/dry-run", access="decide", body=DryRunRequest, response=DryRunResponse,
            errors=(404,), summary="The decision the engine would take for a user now; nothing is created")
 def post_dry_run(call: Call):
-    made, customer, agent = service.dry_run_with_agent(call.session, call.body.user_id, now=call.now,
-                                                       writer=call.rt.writer)
-    return DryRunResponse.of(made, customer, agent)
+    made, customer, agent, trace = service.dry_run_with_agent(call.session, call.body.user_id, now=call.now,
+                                                              writer=call.rt.writer)
+    return DryRunResponse.of(made, customer, agent, trace)
 
 
 @api.route("POST", "/api/decisions/recommend", access="decide", body=RecommendRequest, response=RecommendResponse,

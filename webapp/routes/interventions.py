@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cs_daemon.decisions import trace
+from cs_daemon.decisions.schemas import TraceResponse
 from cs_daemon.interventions import service
 from cs_daemon.interventions.schemas import (
     DelegateBody, EscalationCreate, EscalationList, EscalationPublic, FlagBody, Flagged, HandleBody, IdStatus,
@@ -20,6 +22,14 @@ api = Api("Interventions")
 def get_interventions(call: Call):
     rows = service.list_recent(call.session, limit=call.query.limit, status=call.query.status)
     return InterventionList(interventions=[InterventionPublic.model_validate(iv) for iv in rows])
+
+
+@api.route("GET", "/api/interventions/{intervention_id}/trace", access="read", response=TraceResponse,
+           errors=(404,), summary="The trace of the engine decision that made an intervention (extension): features, "
+                                  "each playbook's verdict, options, agent steps, drafts, choice")
+def get_intervention_trace(call: Call, intervention_id: str):
+    service.get(call.session, intervention_id)
+    return TraceResponse(trace=trace.of_intervention(call.session, intervention_id))
 
 
 @api.route("POST", "/api/interventions", access="write", body=InterventionCreate, response=InterventionCreated,
