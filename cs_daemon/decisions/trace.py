@@ -55,10 +55,13 @@ def rules_of(decision: Decision) -> list[dict]:
     return out
 
 
-def options_of(decision: Decision) -> list[dict]:
-    """The options the choice was made among, with the learner's estimates: each learned
+def options_of(decision: Decision, agent=None) -> list[dict]:
+    """The options the choice was made among, with the learner's estimates: the options
+    the rules allowed when the agent ran (docs/ai.md, "The agent"); else each learned
     choice's options (scope `playbook`, or `channel:<playbook id>`); without a learned
     choice, the eligible playbooks as the rules ranked them."""
+    if agent is not None and decision.options:
+        return [{"option": o["option_id"], "kind": "agent", **o} for o in decision.options]
     if decision.learned:
         return [{**option, "kind": learned.kind, "scope": learned.scope}
                 for learned in decision.learned for option in learning.options_of(learned.choice)]
@@ -110,7 +113,7 @@ def build(*, decision_id: str, user_id: str, decision: Decision, features: dict 
         "decision_id": decision_id, "kind": "engine", "user_id": user_id,
         "decided_by": decided_by(decision, agent), "action": decision.action, "reason": decision.reason,
         "playbook_id": decision.playbook_id, "channel": decision.channel,
-        "features": dict(features or {}), "rules": rules_of(decision), "options": options_of(decision),
+        "features": dict(features or {}), "rules": rules_of(decision), "options": options_of(decision, agent),
         "propensity": propensity_of(decision), "agent": agent_of(agent),
         "drafts": drafts_of(decision, message, checks, agent), "choice": choice_of(decision, reasoning, agent),
         "tokens": int(getattr(agent, "tokens", 0) or 0),

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from cs_daemon.agent.models import AgentTokenUse
 from cs_daemon.decisions import requests
-from cs_daemon.decisions.models import DecisionRequest
+from cs_daemon.decisions.models import DecisionRequest, DecisionTrace
 from cs_daemon.delivery.models import Delivery
 from cs_daemon.interventions.models import Intervention
 from cs_daemon.outbox.models import OutboxEvent
@@ -330,3 +330,59 @@ def test_agent_action_deliveries_arrive_one_per_tool_call_in_step_order(ai, tena
                for b in bodies)
     assert "u1@x.io" not in json.dumps(bodies) and "[email]" in bodies[3]["arguments"]["reasoning"]
     assert iv.channel == "in_app"
+
+
+# -- the trace of an agent's decision ------------------------------------------------------
+
+def test_the_trace_of_an_agents_decision_has_its_steps_drafts_and_choice(ai, tenant, model):
+    rt, client = ai
+    pid = _welcome(client, tenant)
+    _signup(client, tenant)
+    model.script = [
+        tool_reply(tool_call("get_customer"), tool_call("list_options"), total_tokens=30),
+        tool_reply(tool_call("draft_message", {"option_id": f"{pid}:in_app"}), total_tokens=40),
+        model_answer("Ada, your first project takes two minutes.", "She is in the product now."),
+        _decide(f"{pid}:in_app", "In-app reaches her now.", 0.8),
+    ]
+    _decide_owed(rt, tenant)
+    [iv] = _interventions(rt, tenant)
+    resp = client.get(f"/api/interventions/{iv.id}/trace", headers=auth(tenant.key))
+    assert resp.status_code == 200, resp.json
+    trace = resp.json["trace"]
+    assert trace["decision_id"] == iv.decision_id and trace["user_id"] == "u1"
+    assert trace["decided_by"] == "agent" and trace["agent"]["fallback_reason"] is None
+    assert [s["tool"] for s in trace["agent"]["steps"]] == ["get_customer", "list_options", "draft_message",
+                                                           "decide"]
+    assert [s["step"] for s in trace["agent"]["steps"]] == [1, 2, 3, 4]
+    assert all(s["duration_ms"] >= 0 and "result_summary" in s for s in trace["agent"]["steps"])
+    assert sum(s["tokens"] or 0 for s in trace["agent"]["steps"]) > 0
+    assert trace["tokens"] >= 90          # the loop's three calls and the draft, from the answers' usage
+    assert {o["option_id"] for o in trace["options"]} >= {f"{pid}:email", f"{pid}:in_app"}
+    assert [r["verdict"] for r in trace["rules"]] == ["picked"]
+    assert "lifecycle_stage" in trace["features"]
+    [draft] = trace["drafts"]
+    assert draft["message"] == "Ada, your first project takes two minutes." and draft["checks"]
+    assert (trace["choice"]["playbook_id"], trace["choice"]["channel"]) == (pid, "in_app")
+
+
+def test_with_one_message_a_day_two_playbooks_reach_a_user_once_and_the_second_names_the_rule(
+        client, rt, make_tenant):
+    tenant = make_tenant(plan_tier="growth", config={**NO_HOLDOUT, "approvalMode": "full_auto",
+                                                     "contact_policy": {"max_per_user_per_day": 1}})
+    welcome = _welcome(client, tenant)
+    tips = _playbook(client, tenant, "tips", entry_conditions={"trigger": {"event": "opened_app"}},
+                     constraints={"channels": ["email"]}, strategy_hints={"goal": "learn a shortcut"})
+    _signup(client, tenant)
+    _decide_owed(rt, tenant)
+    assert client.post("/api/track", headers=auth(tenant.key), json={"events": [
+        {"user_id": "u1", "event": "opened_app"}]}).status_code == 200
+    _decide_owed(rt, tenant)
+    assert [(iv.playbook_id, iv.status) for iv in _interventions(rt, tenant)] == [(welcome, "approved")]
+    decisions = client.get("/api/customers/u1", headers=auth(tenant.key)).json["decisions"]
+    [latest] = [d for d in decisions if d["action"] == "none"]    # both at the same clock time
+    assert latest["intervention_id"] is None and len(decisions) == 2
+    assert latest["reason"] == "contact_policy: max_per_user_per_day"
+    with rt.session(tenant.id) as s:
+        kept = s.scalar(select(DecisionTrace).where(DecisionTrace.id == latest["decision_id"]))
+    tips_rule = next(r for r in kept.rules if r.get("playbook_id") == tips or r.get("name") == "tips")
+    assert tips_rule["why"].startswith("contact_policy: max_per_user_per_day")
