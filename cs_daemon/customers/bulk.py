@@ -1,5 +1,6 @@
 """The reads and writes of ingest as fixed statements, so that a batch costs a handful of
-round trips whatever its size. On PostgreSQL the rows of a statement travel as one JSON
+round trips whatever its size: on PostgreSQL two, `store` and `write` (with the score
+snapshots and outbox rows folded into it), one for a replay. On PostgreSQL the rows of a statement travel as one JSON
 document unpacked by `json_to_recordset` (one C-encoded string: binary arrays cost a
 Python call per element, text arrays escape every element), ids are made by the server,
 and being the same text every time each statement is prepared once per connection; the

@@ -9,8 +9,14 @@
    their whole history), and a stage or risk change is written to the outbox.
 
 Without a tracked-user limit, users are created after the events and only for events
-really stored, so a replayed batch writes nothing at all. The statements are those of
-bulk.py: a batch is a few round trips whatever its size.
+really stored, so a replayed batch writes nothing at all. On PostgreSQL a batch is two
+statements (bulk.py): the first inserts the events, creates the users they name that
+are new (without a limit) and locks and reads the others, with who follows the tenant's
+changes; the second writes the re-scored users, their score snapshots and the outbox
+rows of their changes. A replay ends after the first. A tracked-user limit adds the
+reads and writes of its seats before them, open interventions the outcome checks after
+(the outbox rows then follow those), active playbooks the decision requests, active
+webhook endpoints the deliveries. SQLite runs the same steps statement by statement.
 """
 
 from __future__ import annotations
