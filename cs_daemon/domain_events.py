@@ -15,8 +15,9 @@ from sqlalchemy.orm import Session
 
 @dataclass(frozen=True)
 class EventsIngested:
-    """Users received new events while the tenant has active playbooks: `touched` maps
-    each user id to (the event names, whether the user's state changed)."""
+    """Users received new events while the tenant has active playbooks (ingest read that
+    in this transaction: a handler need not read it again): `touched` maps each user id
+    to (the event names, whether the user's state changed)."""
     tenant_id: str
     touched: dict[str, tuple[set[str], bool]]
     now: datetime

@@ -43,6 +43,7 @@ class Endpoint:
     atomic: bool = True   # one transaction for the whole request
     configures: bool = False   # changes live configuration no path id names: test keys refused
     address_limit: str = "keyless"   # keyless endpoints: which per-address limit (docs/api.md, Rate limits)
+    quick: Callable[[dict], Any] | None = None   # reads a plain body without the model, or None
 
     @property
     def flask_path(self) -> str:
@@ -84,7 +85,8 @@ class Api:
     def route(self, method: str, path: str, *, access: str, summary: str, body=None,
               query=None, response=None, status: int = 200, errors: tuple[int, ...] = (),
               responses: dict | None = None, payload: dict[str, dict] | None = None,
-              credentials: Callable[[], str | None] | None = None, atomic: bool | None = None, configures: bool = False, address_limit: str = "keyless"):
+              credentials: Callable[[], str | None] | None = None, atomic: bool | None = None, configures: bool = False, address_limit: str = "keyless",
+              quick: Callable[[dict], Any] | None = None):
         """`credentials` finds the API key where a platform's own client puts it (the
         connectors' native routes); by default it is the bearer token. A GET runs without
         a transaction around it (`atomic=False`: no BEGIN/COMMIT round trips) unless it
@@ -96,7 +98,10 @@ class Api:
         (CS_ADDRESS_RATE_LIMIT) or "health" (CS_HEALTH_RATE_LIMIT). `payload` documents a
         body the handler parses itself (a platform's own format, a signed webhook): for
         each media type it accepts, the JSON Schema of what it reads; such a body is
-        answered 400 when it cannot be read, like a validated one."""
+        answered 400 when it cannot be read, like a validated one. `quick(body)` reads a body
+        of the plain kind `body` certainly takes into the same values without building
+        the model (ingest's hot path), and says None for any other, which `body` then
+        validates with its own errors."""
         if access not in ACCESS:
             raise ValueError(f"unknown access class {access!r}")
         if address_limit not in ADDRESS_LIMITS:
@@ -108,7 +113,7 @@ class Api:
                 body=body, query=query, response=response, status=status, errors=errors,
                 tag=self.tag, responses=responses or {}, payload=payload, credentials=credentials,
                 atomic=method.upper() != "GET" if atomic is None else atomic, configures=configures,
-                address_limit=address_limit,
+                address_limit=address_limit, quick=quick,
             ))
             return fn
 
@@ -134,7 +139,8 @@ def _view(ep: Endpoint) -> Callable:
             if ep.query is not None:
                 call.query = _validate(ep.query, request.args.to_dict(), "query")
             if ep.body is not None:
-                call.body = _validate(ep.body, _json_body(), "body")
+                data = _json_body()
+                call.body = (ep.quick and isinstance(data, dict) and ep.quick(data)) or _validate(ep.body, data, "body")
             result = ep.handler(call, **path_params)
         return render(result, ep.status)
 

@@ -1,5 +1,6 @@
 """The reads and writes of ingest as fixed statements, so that a batch costs a handful of
-round trips whatever its size. On PostgreSQL the rows of a statement travel as one JSON
+round trips whatever its size: on PostgreSQL two, `store` and `write` (with the score
+snapshots and outbox rows folded into it), one for a replay. On PostgreSQL the rows of a statement travel as one JSON
 document unpacked by `json_to_recordset` (one C-encoded string: binary arrays cost a
 Python call per element, text arrays escape every element), ids are made by the server,
 and being the same text every time each statement is prepared once per connection; the
@@ -65,8 +66,9 @@ WRITE = (("name", "text"), ("email", "text"), ("company", "text"), ("role", "tex
 JSON_COLUMNS = ("traits", "state")
 
 
-def _postgres(session: Session) -> bool:
+def postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
+
 
 
 def _cursor(session: Session):
@@ -103,7 +105,7 @@ def insert_events(session: Session, tenant_id: str, rows: list[dict], *, source:
     inserted (the very dicts given). Rows go in key order, so racing batches with the same keys wait for each
     other in one order instead of deadlocking."""
     rows = sorted(rows, key=lambda r: r["idempotency_key"] or "")
-    if _postgres(session):
+    if postgres(session):
         with _cursor(session) as cur:
             cur.execute(PG_INSERT_EVENTS, {
                 "tenant": tenant_id, "now": now, "source": source, "test": test,
@@ -181,7 +183,7 @@ _write_customer = (update(_customers)
 
 
 def known(session: Session, tenant_id: str, user_ids: list[str]) -> set[str]:
-    if _postgres(session):
+    if postgres(session):
         with _cursor(session) as cur:
             cur.execute(PG_KNOWN, {"tenant": tenant_id, "ids": user_ids})
             return {row[0] for row in cur.fetchall()}
@@ -192,7 +194,7 @@ def known(session: Session, tenant_id: str, user_ids: list[str]) -> set[str]:
 def create(session: Session, tenant_id: str, user_ids: list[str], *, test: bool, now: datetime) -> list[str]:
     """Create the users not there yet, unscored; returns those this call created."""
     user_ids = sorted(user_ids)   # racing creators wait for each other in one order
-    if _postgres(session):
+    if postgres(session):
         with _cursor(session) as cur:
             cur.execute(PG_INSERT_CUSTOMERS, {"tenant": tenant_id, "ids": user_ids, "now": now, "test": test})
             return [row[0] for row in cur.fetchall()]
@@ -211,7 +213,7 @@ def create_counted(session: Session, tenant_id: str, user_ids: list[str], *, tes
                    now: datetime) -> list[str]:
     """`create`, and the tenant's tracked-user count moved by as many (for a tenant
     without a limit, whose seats are not reserved ahead)."""
-    if not _postgres(session):
+    if not postgres(session):
         created = create(session, tenant_id, user_ids, test=test, now=now)
         if created:
             count_users(session, tenant_id, len(created))
@@ -220,6 +222,115 @@ def create_counted(session: Session, tenant_id: str, user_ids: list[str], *, tes
         cur.execute(PG_INSERT_COUNTED_CUSTOMERS, {"tenant": tenant_id, "ids": sorted(user_ids), "now": now,
                                                   "test": test})
         return [row[0] for row in cur.fetchall()]
+
+
+# --- a batch's first statement: events, new users, the users' rows -----------------------
+
+# The events inserted, the users they name created (a tenant without a limit: their seats
+# are not reserved ahead) with the tenant's count moved, and the rows of the users that
+# existed locked and read, with who follows the tenant's changes: one round trip. The
+# CTEs share the statement's snapshot, so `locked` sees only the users that existed
+# before it (a row this statement inserts is its own: no lock to take, its values are the
+# defaults of the insert). One created meanwhile by a racing batch, whose insert ours
+# waited for, is in neither list: `store` locks those with PG_LOCK (a second round trip,
+# only then). Rows come back tagged: e an event stored (key, user), n a user created, c
+# a locked user's columns, f the followers.
+_PAD = ", ".join(["NULL"] * len(READ))
+PG_STORE = f"""
+WITH ev AS (
+    INSERT INTO events (id, tenant_id, user_id, event, properties, "timestamp", received_at, source, test,
+                        idempotency_key)
+    SELECT gen_random_uuid()::text, %(tenant)s, x.user_id, x.event, x.properties, x.ts, %(now)s, %(source)s,
+           %(test)s, x.key
+    FROM json_to_recordset(%(rows)s::json) AS x(user_id text, event text, properties json, ts timestamptz,
+                                                key text)
+    ORDER BY x.key
+    ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING idempotency_key, user_id
+),
+users AS (SELECT DISTINCT user_id AS id FROM ev),
+created AS (
+    INSERT INTO customers (tenant_id, id, traits, state, opted_out, lifecycle_stage, risk_level, health,
+                           activation_score, engagement_score, expansion_score, created_at, updated_at, test)
+    SELECT %(tenant)s, u.id, '{{}}', '{{}}', '[]', 'new', 'low', 0, 0, 0, 0, %(now)s, %(now)s, %(test)s
+    FROM users AS u WHERE %(create)s
+    ORDER BY u.id
+    ON CONFLICT (tenant_id, id) DO NOTHING
+    RETURNING id
+),
+counted AS (
+    UPDATE tenants SET tracked_users = tracked_users + (SELECT count(*) FROM created)
+    WHERE id = %(tenant)s AND EXISTS (SELECT 1 FROM created)
+),
+locked AS (
+    SELECT {', '.join(READ)} FROM customers
+    WHERE tenant_id = %(tenant)s AND id = ANY(%(users)s::text[]) AND id = ANY(ARRAY(SELECT id FROM users))
+    ORDER BY id FOR UPDATE
+)
+SELECT 'c', NULL, {', '.join(READ)}, NULL::bool, NULL::bool, NULL::bool FROM locked
+UNION ALL SELECT 'e', idempotency_key, user_id, {", ".join(["NULL"] * (len(READ) - 1))}, NULL, NULL, NULL FROM ev
+UNION ALL SELECT 'n', NULL, id, {", ".join(["NULL"] * (len(READ) - 1))}, NULL, NULL, NULL FROM created
+UNION ALL SELECT 'f', NULL, {_PAD},
+       EXISTS (SELECT 1 FROM playbooks WHERE tenant_id = %(tenant)s AND status = 'active'),
+       EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant_id = %(tenant)s AND active),
+       EXISTS (SELECT 1 FROM interventions WHERE tenant_id = %(tenant)s AND {OPEN})
+WHERE EXISTS (SELECT 1 FROM ev)
+"""
+
+
+@dataclass(slots=True)
+class Stored:
+    """What `store` did: the rows inserted (the very dicts given), the users' rows
+    (locked, or created by this batch), who follows the tenant's changes, and how many
+    users it created."""
+
+    inserted: list[dict]
+    customers: list[CustomerRow]
+    followers: Followers
+    created: int = 0
+
+
+def store(session: Session, tenant_id: str, rows: list[dict], *, source: str, test: bool, now: datetime,
+          create: bool) -> Stored:
+    """Insert the events (as `insert_events`), and for the users of those stored: create
+    the missing ones when `create` (counting them in the tenant's tracked users), lock
+    and read the others (as `lock`). One round trip on PostgreSQL."""
+    rows = sorted(rows, key=lambda r: r["idempotency_key"] or "")
+    if not postgres(session):
+        inserted = insert_events(session, tenant_id, rows, source=source, test=test, now=now)
+        if not inserted:
+            return Stored([], [], Followers(False, False, False))
+        users = sorted({r["user_id"] for r in inserted})
+        made = create_counted(session, tenant_id, users, test=test, now=now) if create else []
+        customers, followers = lock(session, tenant_id, users)
+        return Stored(inserted, customers, followers, len(made))
+    with _cursor(session) as cur:
+        cur.execute(PG_STORE, {
+            "tenant": tenant_id, "now": now, "source": source, "test": test, "create": create,
+            "users": sorted({r["user_id"] for r in rows}),
+            "rows": _json([{"user_id": r["user_id"], "event": r["event"], "properties": r["properties"],
+                            "ts": r["timestamp"], "key": r["idempotency_key"]} for r in rows])})
+        result = cur.fetchall()
+    keys, users, customers, made = set(), set(), [], []
+    followers = Followers(False, False, False)
+    n = len(READ)
+    for r in result:
+        tag = r[0]
+        if tag == "c":
+            customers.append(_row(dict(zip(READ, r[2:2 + n])), utc=True))
+        elif tag == "e":
+            keys.add(r[1])
+            users.add(r[2])
+        elif tag == "n":
+            made.append(r[2])
+        else:
+            followers = Followers(*r[2 + n:])
+    inserted = [r for r in rows if r["idempotency_key"] is None or r["idempotency_key"] in keys]
+    customers += [CustomerRow(id=u, created_at=now) for u in made]
+    if missing := sorted(users - {c.id for c in customers}):   # created by a racing batch meanwhile
+        customers += lock(session, tenant_id, missing)[0]
+    customers.sort(key=lambda c: c.id)
+    return Stored(inserted, customers, followers, len(made))
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +348,7 @@ def lock(session: Session, tenant_id: str, user_ids: list[str]) -> tuple[list[Cu
     """Read and lock the users' rows until commit, in id order (SQLite locks the whole
     database on the batch's first write, which precedes this), and in the same round
     trip who follows the tenant's changes."""
-    if _postgres(session):
+    if postgres(session):
         with _cursor(session) as cur:
             cur.execute(PG_LOCK, {"tenant": tenant_id, "ids": user_ids})
             rows = cur.fetchall()
@@ -268,7 +379,7 @@ def _row(values: dict, utc: bool = False) -> CustomerRow:
 def count_users(session: Session, tenant_id: str, delta: int) -> None:
     """Move the tenant's tracked-user count (a plain UPDATE: the ORM's would also look for
     the tenant among the session's objects)."""
-    if _postgres(session):
+    if postgres(session):
         with _cursor(session) as cur:
             cur.execute(PG_COUNT_USERS, {"tenant": tenant_id, "delta": delta})
         return
@@ -282,13 +393,23 @@ def write_params(tenant_id: str, rows: list[CustomerRow]) -> dict:
             "rows": _json([{"id": r.id, **{name: getattr(r, name) for name, _ in WRITE}} for r in rows])}
 
 
-def write(session: Session, tenant_id: str, rows: list[CustomerRow]) -> None:
-    """Store the re-scored columns of these users."""
+def write(session: Session, tenant_id: str, rows: list[CustomerRow], *, also: list[tuple[str, dict]] = ()) -> None:
+    """Store the re-scored columns of these users. `also`: PostgreSQL statements and
+    their parameters (snapshots.pg_part, outbox.service.pg_part) run in the same round
+    trip, as data-modifying CTEs of one statement, which run whether or not it reads
+    them (a parameter they share must have one value)."""
     if not rows:
         return
-    if _postgres(session):
+    if postgres(session):
+        params = write_params(tenant_id, rows)
+        for _, more in also:
+            if any(params.get(k, v) != v for k, v in more.items()):
+                raise ValueError(f"folded statements disagree on a parameter: {sorted(more)}")
+            params.update(more)
+        sql = PG_WRITE if not also else ("WITH " + ", ".join(
+            f"w{i} AS ({part})" for i, part in enumerate([PG_WRITE, *(sql for sql, _ in also)])) + " SELECT 1")
         with _cursor(session) as cur:
-            cur.execute(PG_WRITE, write_params(tenant_id, rows))
+            cur.execute(sql, params)
         return
     session.execute(_write_customer, [{"tenant": tenant_id, "uid": r.id, **{f"v_{n}": getattr(r, n) for n, _ in WRITE}}
                                       for r in rows])

@@ -9,8 +9,14 @@
    their whole history), and a stage or risk change is written to the outbox.
 
 Without a tracked-user limit, users are created after the events and only for events
-really stored, so a replayed batch writes nothing at all. The statements are those of
-bulk.py: a batch is a few round trips whatever its size.
+really stored, so a replayed batch writes nothing at all. On PostgreSQL a batch is two
+statements (bulk.py): the first inserts the events, creates the users they name that
+are new (without a limit) and locks and reads the others, with who follows the tenant's
+changes; the second writes the re-scored users, their score snapshots and the outbox
+rows of their changes. A replay ends after the first. A tracked-user limit adds the
+reads and writes of its seats before them, open interventions the outcome checks after
+(the outbox rows then follow those), active playbooks the decision requests, active
+webhook endpoints the deliveries. SQLite runs the same steps statement by statement.
 """
 
 from __future__ import annotations
@@ -70,14 +76,15 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
         session, tenant_id, list(dict.fromkeys(e.user_id for e in events)), test=test, now=now)
     kept = [e for e in events if e.user_id not in blocked]
     result.over_limit = _counted(events) - _counted(kept)
-    inserted, result.accepted = _insert_events(session, tenant_id, kept, source=source, test=test, now=now)
+    stored, result.accepted = _store(session, tenant_id, kept, source=source, test=test, now=now,
+                                     create=limit is None)
     result.duplicates += _counted(kept) - result.accepted
     _count(result)
-    if inserted:
-        if limit is None:
-            _create_unlimited(session, tenant_id, list(dict.fromkeys(r["user_id"] for r in inserted)),
-                              test=test, now=now)
-        touched, followers = update_customers(session, tenant_id, inserted, now=now, test=test, config=config)
+    if stored.inserted:
+        if stored.created:
+            _forget_count(session, tenant_id)
+        touched, followers = update_customers(session, tenant_id, stored.inserted, now=now, test=test, config=config,
+                                              loaded=(stored.customers, stored.followers))
         result.user_ids = list(touched)
         result.users_upserted = len(touched)
         if followers.playbooks:
@@ -129,12 +136,6 @@ def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, t
     return blocked
 
 
-def _create_unlimited(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
-                      now: datetime) -> None:
-    if bulk.create_counted(session, tenant_id, user_ids, test=test, now=now):
-        _forget_count(session, tenant_id)
-
-
 def _count_users(session: Session, tenant_id: str, delta: int) -> None:
     bulk.count_users(session, tenant_id, delta)
     _forget_count(session, tenant_id)
@@ -164,29 +165,33 @@ def _within_limit(session: Session, tenant_id: str, new: list[str]) -> tuple[lis
     return [], set(new)
 
 
-def _insert_events(session: Session, tenant_id: str, events: list[Incoming], *, source: str,
-                   test: bool, now: datetime) -> tuple[list[dict], int]:
-    """The rows inserted, and how many of them count (are events the caller sent)."""
-    if not events:
-        return [], 0
+def _store(session: Session, tenant_id: str, events: list[Incoming], *, source: str, test: bool,
+           now: datetime, create: bool) -> tuple[bulk.Stored, int]:
+    """The events stored with their users (bulk.store), and how many of them count (are
+    events the caller sent)."""
     rows = [{"user_id": e.user_id, "event": e.event, "properties": e.properties or {},
              "timestamp": e.timestamp or now, "idempotency_key": e.idempotency_key} for e in events]
-    inserted = bulk.insert_events(session, tenant_id, rows, source=source, test=test, now=now)
-    stored = {id(row) for row in inserted}   # bulk returns the very row dicts it was given
-    return inserted, sum(1 for e, row in zip(events, rows) if e.counted and id(row) in stored)
+    if not rows:
+        return bulk.Stored([], [], bulk.Followers(False, False, False)), 0
+    stored = bulk.store(session, tenant_id, rows, source=source, test=test, now=now, create=create)
+    kept = {id(row) for row in stored.inserted}   # bulk returns the very row dicts it was given
+    return stored, sum(1 for e, row in zip(events, rows) if e.counted and id(row) in kept)
 
 
 def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime, test: bool,
-                     config: dict | None = None) -> tuple[dict[str, tuple[set[str], bool]], bulk.Followers]:
+                     config: dict | None = None,
+                     loaded: tuple[list[bulk.CustomerRow], bulk.Followers] | None = None,
+                     ) -> tuple[dict[str, tuple[set[str], bool]], bulk.Followers]:
     """Fold the new events into each user's state and re-score; outbox on changes.
-    Returns, per user, the event names received and whether stage or risk changed; and
-    who follows the tenant's changes."""
+    `loaded`: the users' rows, locked, and the followers, when the caller read them
+    (bulk.store). Returns, per user, the event names received and whether stage or risk
+    changed; and who follows the tenant's changes."""
     by_user: dict[str, list[dict]] = defaultdict(list)
     for row in inserted:
         by_user[row["user_id"]].append(row)
     if config is None:
         config = tenant_config.scoring_of(session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)))
-    customers, followers = bulk.lock(session, tenant_id, sorted(by_user))
+    customers, followers = loaded or bulk.lock(session, tenant_id, sorted(by_user))
     changes: list[tuple[str, dict]] = []
     touched: dict[str, tuple[set[str], bool]] = {}
     for customer in customers:
@@ -200,14 +205,33 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
         changed = rescore(customer, state, config, now)
         changes += changed
         touched[customer.id] = ({r["event"] for r in rows}, bool(changed))
-    bulk.write(session, tenant_id, customers)
-    snapshots.write(session, tenant_id, [snapshots.row(c) for c in customers], now=now)
+    # The outcomes come before the outbox rows of the changes (their order since the
+    # start); without open interventions the outbox rows go with the customers' update.
+    out = [] if followers.open_interventions else outbox.rows_of(tenant_id, changes, now=now, test=test)
+    _write(session, tenant_id, customers, out, now=now, test=test)
     _forget_loaded(session, tenant_id, customers)
     if followers.open_interventions:
         outcomes.note_events(session, tenant_id, [(r["user_id"], r["event"], r["timestamp"]) for r in inserted],
                              now=now, test=test)
-    outbox.record_many(session, tenant_id, changes, now=now, test=test, fan_out=followers.endpoints)
+        outbox.record_many(session, tenant_id, changes, now=now, test=test, fan_out=followers.endpoints)
+    elif out and followers.endpoints:
+        outbox.fan_out_rows(session, tenant_id, out, now=now, test=test)
     return touched, followers
+
+
+def _write(session: Session, tenant_id: str, customers: list[bulk.CustomerRow], out: list[dict], *,
+           now: datetime, test: bool) -> None:
+    """The users' new columns, today's score snapshots and the outbox rows `out`: on
+    PostgreSQL one statement (the update with the other two as CTEs)."""
+    snaps = [snapshots.row(c) for c in customers]
+    if bulk.postgres(session):
+        bulk.write(session, tenant_id, customers, also=[snapshots.pg_part(tenant_id, snaps, now=now)]
+                   + [outbox.pg_part(tenant_id, out, now=now, test=test)] * bool(out))
+        return
+    bulk.write(session, tenant_id, customers)
+    snapshots.write(session, tenant_id, snaps, now=now)
+    if out:
+        outbox.insert_rows(session, out)
 
 
 def _forget_loaded(session: Session, tenant_id: str, customers: list[bulk.CustomerRow]) -> None:

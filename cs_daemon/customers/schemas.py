@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import EmailStr, Field, field_validator
 
@@ -26,6 +27,53 @@ class TrackedEvent(Wire):
 
 class TrackRequest(Wire):
     events: list[TrackedEvent] = Field(min_length=1, max_length=100)
+
+
+class QuickEvent(NamedTuple):
+    user_id: str
+    event: str
+    properties: dict[str, Any]
+    timestamp: datetime | None
+    idempotency_key: str | None
+
+
+class QuickTrack(NamedTuple):
+    events: list[QuickEvent]
+
+
+# ISO 8601 as clients write it: the one form read without pydantic (others go through it)
+_PLAIN_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3}|\.\d{6})?(Z|[+-]\d\d:\d\d)?")
+
+
+def quick_track(data: dict) -> QuickTrack | None:
+    """A track body read without a model a event, when every value is of the plain kind
+    TrackRequest certainly takes and reads the same (strings within their lengths, an
+    object of properties, an ISO 8601 time): the same values, in a fraction of the time.
+    None for anything else, which TrackRequest then validates, with its own errors."""
+    events = data.get("events")
+    if type(events) is not list or not 1 <= len(events) <= 100:
+        return None
+    out = []
+    for e in events:
+        if type(e) is not dict:
+            return None
+        user_id, name, key = e.get("user_id"), e.get("event"), e.get("idempotency_key")
+        properties, at = e.get("properties", {}), e.get("timestamp")
+        if (type(user_id) is not str or type(name) is not str or not 1 <= len(user_id) <= 255
+                or not 1 <= len(name) <= 255 or type(properties) is not dict
+                or key is not None and (type(key) is not str or not 1 <= len(key) <= 255)):
+            return None
+        if at is not None:
+            if type(at) is not str or not _PLAIN_TIME.fullmatch(at):
+                return None
+            try:
+                at = datetime.fromisoformat(at)
+            except ValueError:
+                return None
+            if at.tzinfo is None:
+                at = at.replace(tzinfo=timezone.utc)
+        out.append(QuickEvent(user_id, name, properties, at, key))
+    return QuickTrack(out)
 
 
 class TrackResult(Wire):

@@ -41,7 +41,7 @@ COLUMNS = (*SCORES, "lifecycle_stage", "risk_level")
 PG_UPSERT = (
     "INSERT INTO score_snapshots (tenant_id, user_id, day, " + ", ".join(COLUMNS) + ") "
     "SELECT %(tenant)s, x.id, %(day)s, " + ", ".join(f"x.{c}" for c in COLUMNS) + " "
-    "FROM json_to_recordset(%(rows)s::json) AS x(id text, health float8, activation_score float8, "
+    "FROM json_to_recordset(%(snapshots)s::json) AS x(id text, health float8, activation_score float8, "
     "engagement_score float8, expansion_score float8, lifecycle_stage text, risk_level text) "
     "ORDER BY x.id "
     "ON CONFLICT (tenant_id, user_id, day) DO UPDATE SET "
@@ -63,13 +63,19 @@ def write(session: Session, tenant_id: str, rows: list[dict], *, now: datetime) 
     day = now.date()
     if session.get_bind().dialect.name == "postgresql":
         with _cursor(session) as cur:
-            cur.execute(PG_UPSERT, {"tenant": tenant_id, "day": day, "rows": _json(rows)})
+            cur.execute(*pg_part(tenant_id, rows, now=now))
         return
     stmt = sqlite.insert(_table)
     stmt = stmt.on_conflict_do_update(index_elements=["tenant_id", "user_id", "day"],
                                       set_={c: stmt.excluded[c] for c in COLUMNS})
     session.execute(stmt, [{"tenant_id": tenant_id, "user_id": r["id"], "day": day,
                             **{c: r[c] for c in COLUMNS}} for r in rows])
+
+
+def pg_part(tenant_id: str, rows: list[dict], *, now: datetime) -> tuple[str, dict]:
+    """The PostgreSQL upsert of `write` and its parameters, which ingest runs as a CTE of
+    the customers' update (customers/ingest.py)."""
+    return PG_UPSERT, {"tenant": tenant_id, "day": now.date(), "snapshots": _json(rows)}
 
 
 def history(session: Session, user_id: str, *, days: int, now: datetime) -> list[ScoreSnapshot]:

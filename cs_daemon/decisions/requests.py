@@ -42,9 +42,13 @@ SWEEP_USERS_PER_TENANT = 200
 
 
 def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], bool]], *, now: datetime,
-        test: bool = False) -> list[str]:
-    if not touched or not session.scalar(select(exists().where(Playbook.tenant_id == tenant_id,
-                                                               Playbook.status == "active"))):
+        test: bool = False, active: bool | None = None) -> list[str]:
+    """`active`: whether the tenant has an active playbook, when the caller read it in
+    this transaction (ingest did); else it is read here."""
+    if active is None:
+        active = bool(touched) and session.scalar(select(exists().where(Playbook.tenant_id == tenant_id,
+                                                                        Playbook.status == "active")))
+    if not touched or not active:
         return []
     rows = [{"id": new_id(), "tenant_id": tenant_id, "user_id": user_id, "events": sorted(names),
              "state_changed": changed, "test": test, "created_at": now, "claimed_until": None, "done_at": None}
@@ -57,7 +61,7 @@ def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], boo
 
 def owe_after_ingest(session: Session, event: domain_events.EventsIngested) -> None:
     """The handler of EventsIngested (registered by cs_daemon/wiring.py)."""
-    owe(session, event.tenant_id, event.touched, now=event.now, test=event.test)
+    owe(session, event.tenant_id, event.touched, now=event.now, test=event.test, active=True)
 
 
 # the job that decides owed requests (decisions/actors.py, which imports this module),

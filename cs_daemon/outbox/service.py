@@ -18,7 +18,7 @@ from .models import OutboxEvent
 PG_INSERT = """
 INSERT INTO outbox_events (id, tenant_id, event_type, payload, test, created_at, fanned_out_at)
 SELECT x.id, %(tenant)s, x.event_type, x.payload, %(test)s, %(now)s, %(now)s
-FROM json_to_recordset(%(rows)s::json) AS x(id text, event_type text, payload json)
+FROM json_to_recordset(%(outbox)s::json) AS x(id text, event_type text, payload json)
 """
 
 
@@ -29,20 +29,40 @@ def record_many(session: Session, tenant_id: str, events: list[tuple[str, dict]]
     active endpoint (it read that in this transaction)."""
     if not events:
         return []
-    rows = [{"id": new_id(), "tenant_id": tenant_id, "event_type": kind,
-             "payload": {"event": kind, **payload}, "test": test, "created_at": now,
-             "fanned_out_at": now} for kind, payload in events]
+    rows = rows_of(tenant_id, events, now=now, test=test)
     if session.get_bind().dialect.name == "postgresql":
         with session.connection().connection.driver_connection.cursor() as cur:
-            cur.execute(PG_INSERT, {"tenant": tenant_id, "test": test, "now": now, "rows": json.dumps(
-                [{"id": r["id"], "event_type": r["event_type"], "payload": r["payload"]} for r in rows],
-                separators=(",", ":"))})
+            cur.execute(*pg_part(tenant_id, rows, now=now, test=test))
     else:
-        session.execute(insert(OutboxEvent.__table__), rows)
+        insert_rows(session, rows)
     if fan_out:
-        webhooks.fan_out(session, tenant_id, [(r["id"], r["event_type"], r["payload"]) for r in rows],
-                         now=now, test=test)
+        fan_out_rows(session, tenant_id, rows, now=now, test=test)
     return [r["id"] for r in rows]
+
+
+def rows_of(tenant_id: str, events: list[tuple[str, dict]], *, now: datetime, test: bool) -> list[dict]:
+    """The outbox rows of `events` ((event_type, payload) pairs), ids made here."""
+    return [{"id": new_id(), "tenant_id": tenant_id, "event_type": kind, "payload": {"event": kind, **payload},
+             "test": test, "created_at": now, "fanned_out_at": now} for kind, payload in events]
+
+
+def pg_part(tenant_id: str, rows: list[dict], *, now: datetime, test: bool) -> tuple[str, dict]:
+    """The PostgreSQL statement inserting `rows` and its parameters, which a caller may
+    also run as a CTE of a statement of its own (customers/ingest.py does, folding the
+    outbox into the customers' update)."""
+    return PG_INSERT, {"tenant": tenant_id, "test": test, "now": now, "outbox": json.dumps(
+        [{"id": r["id"], "event_type": r["event_type"], "payload": r["payload"]} for r in rows],
+        separators=(",", ":"))}
+
+
+def insert_rows(session: Session, rows: list[dict]) -> None:
+    session.execute(insert(OutboxEvent.__table__), rows)
+
+
+def fan_out_rows(session: Session, tenant_id: str, rows: list[dict], *, now: datetime, test: bool) -> None:
+    """One delivery per subscribed endpoint of each stored outbox row."""
+    webhooks.fan_out(session, tenant_id, [(r["id"], r["event_type"], r["payload"]) for r in rows],
+                     now=now, test=test)
 
 
 def record(session: Session, tenant_id: str, event_type: str, payload: dict, *, now: datetime,

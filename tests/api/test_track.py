@@ -238,3 +238,82 @@ def test_rescored_users_are_written_through_the_primary_key(rt, tenant, backend)
         plan = "\n".join(line for (line,) in cur.fetchall())
         s.rollback()
     assert "customers_pkey" in plan and "Seq Scan on customers" not in plan, plan
+
+
+def _unlimited(rt, tenant_id):
+    from cs_daemon.tenants.models import Tenant
+
+    with rt.session() as s:
+        s.get(Tenant, tenant_id).tracked_user_limit = None
+
+
+@pytest.mark.parametrize("backend", ["postgres"])   # the statements of bulk.py
+def test_a_batch_is_two_statements_and_its_replay_one(client, tenant, rt, clock, backend, monkeypatch):
+    """docs/architecture.md, "From a tracked event to a delivered email": events, new
+    users and the locked rows in one statement; the users' update, snapshots and outbox
+    in another; a replay stops after the first."""
+    import psycopg
+
+    _unlimited(rt, tenant.id)
+    h = auth(tenant.key)
+    client.patch("/api/settings", headers=h, json={"config": {"milestones": ["created_project"]}})
+    for _ in range(2):   # the key is remembered (auth/memo.py) once its tenant's tokens are made
+        assert client.post("/api/track", headers=h, json={"events": [{"user_id": "old", "event": "x"}]}).status_code == 200
+    executed: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counting(cur, query, *args, **kwargs):   # ingest's: not the key's (auth/memo.py stamps its use)
+        if "api_keys" not in str(query):
+            executed.append(" ".join(str(query).split())[:60])
+        return execute(cur, query, *args, **kwargs)
+
+    clock.advance(days=2)
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    batch = {"events": [{"user_id": u, "event": name, "idempotency_key": f"k-{u}"}
+                        for u, name in (("old", "created_project"), ("new-1", "signed_up"), ("new-2", "signed_up"))]}
+    assert client.post("/api/track", headers=h, json=batch).json["accepted"] == 3
+    assert len(executed) == 2, executed
+    executed.clear()
+    assert client.post("/api/track", headers=h, json=batch).json["duplicates"] == 3
+    assert len(executed) == 1, executed
+    monkeypatch.undo()
+    with rt.session(tenant.id) as s:
+        users = {c.id: c for c in s.scalars(select(Customer))}
+        changes = [(r.event_type, r.payload["user_id"]) for r in s.scalars(select(OutboxEvent))]
+    assert {u: c.state["event_count"] for u, c in users.items()} == {"old": 3, "new-1": 1, "new-2": 1}
+    assert all(c.scored_at is not None for c in users.values())
+    assert users["old"].lifecycle_stage == "activated" and ("user.stage_changed", "old") in changes
+
+
+@pytest.mark.parametrize("backend", ["postgres"])   # row locks
+def test_a_user_created_by_a_racing_batch_meanwhile_is_locked_and_scored(app, tenant, rt, backend):
+    """The batch's statement waits for the racing insert of its user, then sees the row
+    neither as one it created nor in its snapshot: it locks and scores it all the same."""
+    from sqlalchemy import text
+
+    from cs_daemon.customers import bulk
+
+    _unlimited(rt, tenant.id)
+    results = []
+
+    def send():
+        results.append(app.test_client().post("/api/track", headers=auth(tenant.key), json={"events": [
+            {"user_id": "racer", "event": "clicked", "idempotency_key": "r-1"}]}).json)
+
+    thread = threading.Thread(target=send)
+    with rt.session(tenant.id) as racing:
+        bulk.create(racing, tenant.id, ["racer"], test=False, now=rt.now())
+        thread.start()
+        for _ in range(1000):   # until the batch waits for the racing insert's lock
+            with rt.session() as s:
+                if s.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                 "AND datname = current_database()")):
+                    break
+            thread.join(0.01)
+        else:
+            pytest.fail("the batch never waited for the racing insert")
+    thread.join()
+    assert results[0]["accepted"] == 1
+    with rt.session(tenant.id) as s:
+        racer = s.get(Customer, (tenant.id, "racer"))
+        assert racer.state["event_count"] == 1 and racer.scored_at is not None
