@@ -201,11 +201,15 @@ def keep_trace(session: Session, tenant: Tenant, customer: Customer, proposal: P
 def record_nothing(session: Session, tenant_id: str, user_id: str, proposal: Proposal, *,
                    now: datetime, test: bool) -> None:
     """A decision that ended in no action: only its trace is kept, so "why did this user
-    not get a message" has an answer. The agent's steps, when it ran, are still emitted."""
-    trace.store(session, tenant_id, trace.of_proposal(proposal, user_id, now), test=test)
+    not get a message" has an answer. The agent's steps, when it ran, are still emitted. A
+    decision that only repeats the user's last one (no action, same reason: the sweep
+    asking again every minute) keeps no new trace (docs/decisions.md, "The decision trace")."""
     steps = agent_events(proposal, user_id, now)
     if steps:
         outbox.record_many(session, tenant_id, steps, now=now, test=test)
+    elif trace.repeats_last(session, tenant_id, user_id, proposal.decision.reason, test=test):
+        return
+    trace.store(session, tenant_id, trace.of_proposal(proposal, user_id, now), test=test)
 
 
 def _hold_out(session: Session, intervention: Intervention, now: datetime) -> Intervention:

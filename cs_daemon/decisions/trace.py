@@ -127,6 +127,15 @@ def of_proposal(proposal, user_id: str, now: datetime) -> dict:
                  reasoning=proposal.reasoning, agent=getattr(proposal, "agent", None))
 
 
+def repeats_last(session: Session, tenant_id: str, user_id: str, reason: str | None, *, test: bool) -> bool:
+    """Whether the user's latest engine decision already ended in no action for this reason."""
+    last = session.execute(
+        select(DecisionTrace.action, DecisionTrace.reason, DecisionTrace.test)
+        .where(DecisionTrace.tenant_id == tenant_id, DecisionTrace.user_id == user_id, DecisionTrace.kind == "engine")
+        .order_by(DecisionTrace.created_at.desc()).limit(1)).first()
+    return last is not None and tuple(last) == ("none", reason, test)
+
+
 def store(session: Session, tenant_id: str, trace: dict, *, test: bool, intervention_id: str | None = None,
           external_action_id: str | None = None) -> DecisionTrace:
     fallback = trace["agent"].get("fallback_reason")

@@ -237,3 +237,20 @@ def test_with_the_kill_switch_on_the_decision_says_so(client, tenant, rt):
     [decision] = client.get("/api/customers/u1", headers=auth(tenant.key)).json["decisions"]
     assert (decision["action"], decision["reason"], decision["decided_by"]) == ("none", "the kill switch is on", "rules")
     assert client.get("/api/interventions", headers=auth(tenant.key)).json["interventions"] == []
+
+
+def test_a_no_action_decision_that_repeats_the_last_one_keeps_no_new_trace(client, rt, tenant):
+    from cs_daemon.decisions import requests as decision_requests
+    from cs_daemon.decisions.models import DecisionTrace
+    from sqlalchemy import func, select
+
+    client.post("/api/customers", headers=auth(tenant.key), json={"user_id": "u5", "email": "u5@x.io"})
+    for _ in range(3):          # no active playbook: the same answer three times
+        decision_requests.decide_for(rt, tenant.id, "u5")
+    with rt.session(tenant.id) as s:
+        reasons = list(s.scalars(select(DecisionTrace.reason).where(DecisionTrace.user_id == "u5")))
+        assert reasons == ["no active playbooks"]
+    assert client.put("/api/settings/kill-switch", headers=auth(tenant.key), json={"active": True}).status_code == 200
+    decision_requests.decide_for(rt, tenant.id, "u5")      # a new reason: traced again
+    with rt.session(tenant.id) as s:
+        assert s.scalar(select(func.count()).select_from(DecisionTrace).where(DecisionTrace.user_id == "u5")) == 2
