@@ -4,7 +4,8 @@ Ingest writes one request per user that received events (only when the tenant ha
 active playbook), in the same transaction as the events; a job decides after commit.
 Deciding reads and writes in short transactions around the (possibly slow) message
 writer: a lease is taken first, the intervention and `done_at` are written together
-last, so a crash in between leaves the request open for the sweep to retry.
+last, so a crash in between leaves the request open for the sweep to retry. The sweep
+owes its requests the same way and decides them itself (`sweep_tenant`).
 
 A request whose decision keeps failing backs off: after its n-th failed try it waits
 RETRY_AFTER × 2^(n-1) (30 s, 1 min, 2 min, 4 min), and after MAX_ATTEMPTS tries it is
