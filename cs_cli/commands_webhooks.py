@@ -1,7 +1,8 @@
 """`cs webhooks`: the on-call view of outbound deliveries (docs/webhooks.md, "The delivery log and replay"): the delivery
 log of a tenant, one delivery with every attempt, and replay of one delivery or of every
-failed one in a window. A replay is what `POST /api/webhooks/deliveries/{id}/replay`
-does: reopen (committed), then one attempt now, same id, body and event id."""
+failed one in a window. A replay is the flow `POST /api/webhooks/deliveries/{id}/replay`
+runs (cs_daemon/flows/replay.py): reopen (committed), then one attempt now, same id, body
+and event id."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
 from cs_daemon.errors import NotFound
+from cs_daemon.flows import replay as replay_flow
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 from cs_daemon.webhooks import service as webhooks
@@ -221,17 +223,14 @@ def _check_replay_input(delivery_id: str | None, failed: bool, tenant: str | Non
 
 
 def replay_now(rt: Runtime, delivery_id: str) -> tuple[DeliveryPublic, bool]:
-    """Reopen the delivery (committed), make one attempt, and return it as it now is,
-    with False when a worker claimed that attempt first (it is being sent right now)."""
+    """The replay flow on a delivery of any tenant: the delivery as it now is, with False
+    when a worker claimed that attempt first (it is being sent right now)."""
     with rt.session() as s:
         try:
-            delivery.reopen(s, delivery_id, rt.now())
+            done = replay_flow.replay(rt, s, delivery_id)
         except NotFound:
             raise NotFound(f"no delivery with id {delivery_id}") from None
-    attempted = delivery.attempt(rt, delivery_id) is not None
-    with rt.session() as s:
-        [item] = _public(s, [delivery.get(s, delivery_id)])
-    return item, attempted
+    return done.delivery, done.attempted
 
 
 def _replay_one(rt: Runtime, delivery_id: str, json_: bool) -> None:

@@ -4,7 +4,8 @@ Ingest writes one request per user that received events (only when the tenant ha
 active playbook), in the same transaction as the events; a job decides after commit.
 Deciding reads and writes in short transactions around the (possibly slow) message
 writer: a lease is taken first, the intervention and `done_at` are written together
-last, so a crash in between leaves the request open for the sweep to retry.
+last, so a crash in between leaves the request open for the sweep to retry. The sweep
+owes its requests the same way and decides them itself (`sweep_tenant`).
 
 A request whose decision keeps failing backs off: after its n-th failed try it waits
 RETRY_AFTER × 2^(n-1) (30 s, 1 min, 2 min, 4 min), and after MAX_ATTEMPTS tries it is
@@ -42,9 +43,11 @@ SWEEP_USERS_PER_TENANT = 200
 
 
 def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], bool]], *, now: datetime,
-        test: bool = False, active: bool | None = None) -> list[str]:
-    """`active`: whether the tenant has an active playbook, when the caller read it in
-    this transaction (ingest did); else it is read here."""
+        test: bool = False, active: bool | None = None, enqueue: bool = True) -> list[str]:
+    """One decision request per touched user; after commit the job decides them (unless
+    `enqueue` is False: the caller decides them itself, as the sweep does). `active`:
+    whether the tenant has an active playbook, when the caller read it in this
+    transaction (ingest did); else it is read here."""
     if active is None:
         active = bool(touched) and session.scalar(select(exists().where(Playbook.tenant_id == tenant_id,
                                                                         Playbook.status == "active")))
@@ -55,7 +58,8 @@ def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], boo
             for user_id, (names, changed) in touched.items()]
     session.execute(insert(DecisionRequest.__table__), rows)
     ids = [r["id"] for r in rows]
-    on_commit(session, send_later, ids)
+    if enqueue:
+        on_commit(session, send_later, ids)
     return ids
 
 
@@ -132,23 +136,48 @@ def sweep_candidates(session: Session, now: datetime) -> list[str]:
 
 
 def sweep_tenant(rt, tenant_id: str, now: datetime) -> int:
-    """The decision sweep of one tenant: decide for the users its untriggered playbooks
-    match; how many interventions were made. Each decision is its own transaction; the
-    playbooks left out (no longer valid) are reported after the others' work is done."""
-    with rt.session(tenant_id, commit=False) as session:
+    """The decision sweep of one tenant: a decision request for each user its untriggered
+    playbooks match, written like those ingest owes, then decided here, each in its own
+    transactions; how many interventions were made. A decision that fails is recorded on
+    its request (backoff: the overdue pass retries it) and fails the tenant's sweep after
+    the other users are decided; the playbooks left out (no longer valid) are reported
+    after the others' work is done."""
+    with rt.session(tenant_id) as session:
         users = sweep_candidates(session, now)
         skipped = playbooks.skipped(playbooks.active_stored(session))
         left_out = playbooks.describe_skipped(skipped) if skipped else None
-    decided = sum(decide_for(rt, tenant_id, user_id) is not None for user_id in users)
+        request_ids = owe(session, tenant_id, {u: (set(), False) for u in _not_owed(session, users)},
+                          now=now, enqueue=False)
+    decided, first_error = 0, None
+    for request_id in request_ids:
+        try:
+            decided += process(rt, request_id, reraise=True) is not None
+        except Exception as exc:   # recorded on the request; the tenant's boundary hears of it below
+            first_error = first_error or exc
+    if first_error is not None:
+        raise first_error
     if left_out:
         raise SkippedStoredData(left_out)
     return decided
 
 
-def process(rt, request_id: str) -> None:
-    """Decide for one owed request (the body of the job). A failure is recorded on the
-    request (backoff, or failed after MAX_ATTEMPTS), never raised: the job's other
-    requests go on."""
+def _not_owed(session: Session, users: list[str]) -> list[str]:
+    """The users without an open sweep request (one still waiting out a failed try's
+    backoff is retried by the overdue pass, not doubled): one request per user."""
+    if not users:
+        return []
+    owed = {r.user_id for r in session.execute(
+        select(DecisionRequest.user_id, DecisionRequest.events)
+        .where(DecisionRequest.user_id.in_(users), DecisionRequest.done_at.is_(None),
+               DecisionRequest.failed_at.is_(None), DecisionRequest.test.is_(False),
+               DecisionRequest.state_changed.is_(False))) if not r.events}
+    return [u for u in users if u not in owed]
+
+
+def process(rt, request_id: str, *, reraise: bool = False):
+    """Decide for one owed request (the body of the job); the intervention made, if any.
+    A failure is recorded on the request (backoff, or failed after MAX_ATTEMPTS), and not
+    raised unless `reraise` (the sweep's tenant boundary): the job's other requests go on."""
     now = rt.now()
     with rt.session() as session:
         request = claim(session, request_id, now)
@@ -158,13 +187,17 @@ def process(rt, request_id: str) -> None:
         events, changed, test = list(request.events or []), request.state_changed, request.test
     if attempts > MAX_ATTEMPTS:     # its tries ended without a word (a process killed mid-way)
         failed(rt, request_id, attempts, f"gave up after {MAX_ATTEMPTS} tries that did not finish")
-        return
+        return None
     try:
-        decide_for(rt, tenant_id, user_id, events=events, state_changed=changed, request_id=request_id, test=test)
+        return decide_for(rt, tenant_id, user_id, events=events, state_changed=changed, request_id=request_id,
+                          test=test)
     except Exception as exc:  # the request's own boundary
         log.exception("decision for user %s of tenant %s failed (try %d of %d)", user_id, tenant_id,
                       attempts, MAX_ATTEMPTS)
         failed(rt, request_id, attempts, f"{type(exc).__name__}: {exc}")
+        if reraise:
+            raise
+        return None
 
 
 def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bool = False,

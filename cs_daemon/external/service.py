@@ -1,5 +1,6 @@
 """External actions (docs/external-actions.md): action types, dispatch through the one signed
-delivery mechanism, the action log, outcomes, expiry, and custom events."""
+delivery mechanism, the action log, outcomes and expiry (custom events are a flow:
+cs_daemon/flows/custom_events.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from sqlalchemy.orm import Session
 
 from .. import crypto
 from ..channels import sink, webhook
-from ..customers import ingest
 from ..customers.models import Customer
 from ..db import locked
 from ..delivery import service as delivery
@@ -254,14 +254,3 @@ def expire(session: Session, *, now: datetime) -> int:
 def tenants_with_expiring(now: datetime):
     """A select of the tenants with actions to expire now."""
     return select(ExternalAction.tenant_id).where(*_expiring(now)).distinct()
-
-
-def ingest_custom(session: Session, tenant_id: str, events: list, *, now: datetime, test: bool) -> int:
-    """Broadcast custom events to subscribed endpoints and ingest them as user events."""
-    outbox.record_many(session, tenant_id, [
-        (e.type, {"user_id": e.user_id, "data": e.data, "timestamp": (e.timestamp or now).isoformat()})
-        for e in events], now=now, test=test)
-    result = ingest.ingest(session, tenant_id, [ingest.Incoming(user_id=e.user_id, event=e.type, properties=e.data,
-                                                                timestamp=e.timestamp) for e in events],
-                           source="external", test=test, now=now)
-    return result.accepted + result.duplicates

@@ -1,7 +1,8 @@
 """Periodic sweeps run each tenant in its own transaction and error boundary
 (cs_daemon/jobs/sweeps.py): one tenant's failure is recorded, shown on /api/health and
 cleared when its sweep succeeds again, and every other tenant's work is done. A decision
-request that keeps failing backs off and ends failed."""
+request that keeps failing backs off and ends failed. The decision sweep decides through
+decision requests, like ingest (docs/decisions.md, "When")."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from cs_daemon.jobs import heartbeat, sweeps
 from cs_daemon.playbooks.models import Playbook
 from cs_daemon.tenants import actors as tenant_jobs
 from cs_daemon.tenants.models import Tenant
-from tests.conftest import REDIS, auth
+from tests.conftest import NO_HOLDOUT, REDIS, auth
 
 
 @pytest.fixture
@@ -309,3 +310,42 @@ def test_one_failing_request_does_not_stop_the_others_of_its_job(client, make_te
     with jobs.session() as s:
         assert s.get(DecisionRequest, ids[broken.id]).attempts == 1
         assert s.get(DecisionRequest, ids[broken.id]).last_error.startswith("TypeError")
+
+
+def _swept(rt, tenant, ingested: set[str]) -> list[DecisionRequest]:
+    """The decision requests the sweep wrote (not those ingest owed)."""
+    with rt.session(tenant.id) as s:
+        return list(s.scalars(select(DecisionRequest).where(DecisionRequest.id.not_in(ingested))
+                              .order_by(DecisionRequest.user_id)))
+
+
+def test_the_decision_sweep_owes_requests_and_a_failing_one_is_retried_not_doubled(client, make_tenant, jobs,
+                                                                                    clock):
+    tenant = make_tenant(config=dict(NO_HOLDOUT))
+    _active_playbook(client, tenant, "pros", entry_conditions={"field": "traits.plan", "op": "eq", "value": "pro"},
+                     strategy_hints={"preferred_channel": "in_app"})
+    _track(client, tenant, *({"user_id": u, "event": "$identify", "properties": {"plan": "pro", "email": f"{u}@x.io"}}
+                             for u in ("u1", "u2")))
+    with jobs.session(tenant.id) as s:
+        ingested = set(s.scalars(select(DecisionRequest.id)))        # left to their job, which is not run here
+        s.execute(update(Customer).where(Customer.id == "u1").values(opted_out=7))   # a row the engine cannot read
+    decision_jobs.sweep_decisions()
+    assert [iv.user_id for iv in _interventions(jobs, tenant)] == ["u2"]      # the other user is still decided
+    [failure] = _sweeps_check(client)["failures"]
+    assert (failure["sweep"], failure["tenant_id"]) == ("sweep_decisions", tenant.id)
+    first, second = _swept(jobs, tenant, ingested)
+    assert (first.user_id, first.events, first.test, first.attempts, first.done_at) == ("u1", [], False, 1, None)
+    assert first.last_error.startswith("TypeError") and first.claimed_until > clock.now()     # backing off
+    assert (second.user_id, second.events, second.done_at) == ("u2", [], clock.now())
+
+    clock.advance(seconds=5)
+    decision_jobs.sweep_decisions()                                   # u1's request is still open: no second one
+    assert [r.user_id for r in _swept(jobs, tenant, ingested)] == ["u1", "u2", "u2"]
+    with jobs.session(tenant.id) as s:                               # repaired: the overdue pass retries it
+        s.execute(update(Customer).where(Customer.id == "u1").values(opted_out=False))
+    clock.advance(seconds=60)
+    with jobs.session() as s:
+        assert first.id in requests.overdue(s, clock.now())
+    requests.process(jobs, first.id)
+    assert sorted(iv.user_id for iv in _interventions(jobs, tenant)) == ["u1", "u2"]
+    assert _swept(jobs, tenant, ingested)[0].done_at == clock.now()

@@ -11,6 +11,7 @@ from cs_daemon.external.schemas import (
     ActionTypeQuery, ActionTypeResponse, ConnectBody, CustomEvent, CustomEventBatch, CustomEventResult, Deactivated,
     OutcomeRecorded, OutcomeReport, PlatformList, PlatformResponse,
 )
+from cs_daemon.flows import custom_events
 
 from ..api import Api, Call, _loc
 
@@ -102,7 +103,7 @@ def post_custom_events(call: Call):
         except ValidationError as exc:
             errors += [{"index": index, "field": _loc(e["loc"]) or "event", "message": e["msg"]} for e in exc.errors()]
     if accepted:
-        service.ingest_custom(call.session, call.tenant_id, accepted, now=call.now, test=call.caller.test)
+        custom_events.ingest_custom(call.session, call.tenant_id, accepted, now=call.now, test=call.caller.test)
     rejected = len(call.body.events) - len(accepted)
     return CustomEventResult(accepted=len(accepted), rejected=rejected, errors=errors)
 
@@ -110,7 +111,7 @@ def post_custom_events(call: Call):
 @api.route("POST", "/api/external/events/emit", access="ingest", body=CustomEvent, response=Accepted,
            summary="Push one custom event")
 def post_custom_event(call: Call):
-    service.ingest_custom(call.session, call.tenant_id, [call.body], now=call.now, test=call.caller.test)
+    custom_events.ingest_custom(call.session, call.tenant_id, [call.body], now=call.now, test=call.caller.test)
     return Accepted(accepted=1)
 
 

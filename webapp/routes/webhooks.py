@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from http import HTTPStatus
-
 from cs_daemon.delivery import service as delivery
+from cs_daemon.flows import replay, test_send
 from cs_daemon.webhooks import service
 from cs_daemon.webhooks.schemas import (
     Deleted, DeliveryList, DeliveryPublic, DeliveryQuery, DeliveryResponse, EndpointCreate,
     EndpointCreated, EndpointList, EndpointPublic, EndpointResponse, EndpointUpdate,
-    EndpointWithSecret, TestResponse, TestResult,
+    EndpointWithSecret, TestResponse,
 )
 
 from ..api import Api, Call
@@ -59,16 +58,7 @@ def delete_endpoint(call: Call, endpoint_id: str):
 @api.route("POST", "/api/webhooks/endpoints/{endpoint_id}/test", access="write", response=TestResponse,
            errors=(404,), summary="Send a signed webhook.test event now and report the answer")
 def post_endpoint_test(call: Call, endpoint_id: str):
-    made = service.send_test(call.session, endpoint_id, now=call.now)
-    call.session.commit()
-    done = delivery.attempt(call.rt, made.id)
-    attempt = delivery.attempts_of(call.session, [made.id])[made.id][-1:] if done else []
-    if not attempt:
-        return TestResponse(test=TestResult(success=False, error="the test delivery could not be sent"))
-    a = attempt[0]
-    text = HTTPStatus(a.status_code).phrase if a.status_code in HTTPStatus._value2member_map_ else None
-    return TestResponse(test=TestResult(success=done == "delivered", status=a.status_code,
-                                        status_text=text, error=a.error))
+    return TestResponse(test=test_send.send_test(call.rt, call.session, endpoint_id))
 
 
 @api.route("GET", "/api/webhooks/endpoints/{endpoint_id}/deliveries", access="read", query=DeliveryQuery,
@@ -82,9 +72,4 @@ def get_deliveries(call: Call, endpoint_id: str):
 @api.route("POST", "/api/webhooks/deliveries/{delivery_id}/replay", access="write", response=DeliveryResponse,
            errors=(404,), summary="Make one new attempt of a delivery now (same id and event id)")
 def post_replay(call: Call, delivery_id: str):
-    delivery.reopen(call.session, delivery_id, call.now)
-    call.session.commit()
-    delivery.attempt(call.rt, delivery_id)
-    call.session.expire_all()
-    made = delivery.get(call.session, delivery_id)
-    return DeliveryResponse(delivery=DeliveryPublic.of(made, delivery.attempts_of(call.session, [made.id])[made.id]))
+    return DeliveryResponse(delivery=replay.replay(call.rt, call.session, delivery_id).delivery)

@@ -1,0 +1,31 @@
+"""Replay one delivery: reopen it (committed), make one attempt now, outside any
+transaction, and read it back: same id, same body, same event id (docs/webhooks.md,
+"The delivery log and replay"). `POST /api/webhooks/deliveries/{id}/replay` and
+`cs webhooks replay` are this flow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from ..delivery import service as delivery
+from ..webhooks.schemas import DeliveryPublic
+
+
+@dataclass(frozen=True)
+class Replayed:
+    delivery: DeliveryPublic    # as it is after the attempt, with every attempt made
+    attempted: bool             # False: a worker claimed the attempt first (it is being sent right now)
+
+
+def replay(rt, session: Session, delivery_id: str) -> Replayed:
+    """`session` is the caller's unit of work (tenant-scoped for a tenant's caller, so a
+    delivery of another tenant is not found); the reopening is committed in it before
+    the attempt, which takes its own short transactions."""
+    delivery.reopen(session, delivery_id, rt.now())
+    session.commit()
+    attempted = delivery.attempt(rt, delivery_id) is not None
+    session.expire_all()
+    made = delivery.get(session, delivery_id)
+    return Replayed(DeliveryPublic.of(made, delivery.attempts_of(session, [made.id])[made.id]), attempted)
