@@ -49,7 +49,8 @@ def sweep_decisions() -> None:
 @actor(max_retries=0, time_limit=30 * 60 * 1000)
 def sweep_traces() -> None:
     """Remove each tenant's decision traces older than its `config.trace_retention_days`
-    (docs/decisions.md, "The decision trace")."""
+    (docs/decisions.md, "The decision trace"), and decision requests decided more than a
+    day ago."""
     rt = runtime()
     now = rt.now()
     with rt.session() as session:
@@ -57,6 +58,10 @@ def sweep_traces() -> None:
     tally = for_each_tenant(rt, "sweep_traces", tenant_ids, lambda tenant_id: expire_traces(rt, tenant_id, now))
     if tally.done:
         log.info("trace sweep: %d traces removed", tally.done)
+    with rt.session() as session:     # and the decision requests decided long ago
+        pruned = requests.prune_done(session, now=now)
+    if pruned:
+        log.info("trace sweep: %d decided requests removed", pruned)
 
 
 def expire_traces(rt, tenant_id: str, now) -> int:

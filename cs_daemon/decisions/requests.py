@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, insert, or_, select, update
+from sqlalchemy import delete, exists, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from .. import domain_events
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 LEASE = timedelta(minutes=2)
 RETRY_AFTER = timedelta(seconds=30)
 MAX_ATTEMPTS = 5
+KEEP_DONE = timedelta(days=1)     # decided requests kept this long, then pruned
+PRUNE_BATCH = 5_000
 SWEEP_USERS_PER_TENANT = 200
 
 
@@ -133,6 +135,15 @@ def sweep_candidates(session: Session, now: datetime) -> list[str]:
     room_for_segments(session)
     return list(session.scalars(select(Customer.id).where(match)
                                 .order_by(Customer.updated_at.desc()).limit(SWEEP_USERS_PER_TENANT)))
+
+
+def prune_done(session: Session, *, now: datetime) -> int:
+    """Remove decided requests older than KEEP_DONE, across tenants, one batch: once
+    decided, a request's trace holds what it led to (docs/decisions.md, "When"). Failed
+    requests stay for an operator to read."""
+    old = select(DecisionRequest.id).where(DecisionRequest.done_at < now - KEEP_DONE).limit(PRUNE_BATCH)
+    return session.execute(delete(DecisionRequest).where(DecisionRequest.id.in_(old)),
+                           execution_options={"synchronize_session": False}).rowcount or 0
 
 
 def sweep_tenant(rt, tenant_id: str, now: datetime) -> int:

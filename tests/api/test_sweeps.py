@@ -349,3 +349,18 @@ def test_the_decision_sweep_owes_requests_and_a_failing_one_is_retried_not_doubl
     requests.process(jobs, first.id)
     assert sorted(iv.user_id for iv in _interventions(jobs, tenant)) == ["u1", "u2"]
     assert _swept(jobs, tenant, ingested)[0].done_at == clock.now()
+
+
+def test_the_trace_sweep_prunes_decision_requests_decided_more_than_a_day_ago(make_tenant, jobs, clock):
+    tenant = make_tenant()
+    now = clock.now()
+    rows = {"old": now - timedelta(days=2), "recent": now - timedelta(hours=1), "open": None}
+    with jobs.session(tenant.id) as s:
+        for user, done_at in rows.items():
+            s.add(DecisionRequest(tenant_id=tenant.id, user_id=user, created_at=now - timedelta(days=3),
+                                  done_at=done_at))
+        s.add(DecisionRequest(tenant_id=tenant.id, user_id="failed", created_at=now - timedelta(days=3),
+                              failed_at=now - timedelta(days=2), attempts=6))
+    decision_jobs.sweep_traces()
+    with jobs.session(tenant.id) as s:
+        assert sorted(s.scalars(select(DecisionRequest.user_id))) == ["failed", "open", "recent"]
