@@ -200,9 +200,11 @@ class LoopStream(asyncio.Protocol):
             read = woken or held
 
     def _end(self) -> None:
-        self.gone = True
         self.home.streams.discard(self)
         self.opened.waiter.notify = None
         if self.transport is not None:
+            if not self.gone and self.chunked:
+                self.transport.write(b"0\r\n\r\n")     # the stream ended here (expiry, a stop)
             self.transport.close()
+        self.gone = True
         self.opened.close()
