@@ -28,7 +28,7 @@ from .in_app_stream import OpenStream
 
 log = logging.getLogger(__name__)
 
-READERS = 4                    # threads running the streams' database reads
+READERS = 8                    # threads running the streams' database reads (short transactions)
 WRITE_BUFFER = 64 * 1024       # bytes queued for a slow client before its stream waits for it
 
 

@@ -81,7 +81,9 @@ def next_batch(rt, grant: StreamGrant, cursor: Cursor) -> Batch:
         batch = Batch(held=bool(tenant and tenant.kill_switch_active))
         silent = batch.held or in_app.opted_out(session, grant.tenant_id, grant.user_id)
         live = [] if silent else in_app.unsent(session, grant.user_id, after=cursor.last, limit=BATCH)
-        gone = in_app.withdrawn(session, grant.user_id, upto=cursor.last, now=rt.now())
+        # withdrawals matter only for messages the client has (a fresh stream has none yet)
+        gone = in_app.withdrawn(session, grant.user_id, upto=cursor.last, now=rt.now()) \
+            if cursor.sent or cursor.resumed_from is not None else []
     for seq, intervention_id in gone:
         _withdrawal(batch, cursor, seq, intervention_id)
     for row in live:
