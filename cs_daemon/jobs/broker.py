@@ -62,7 +62,7 @@ BELL_DEPTH = 64      # rings kept per queue: enough to wake every idle consumer,
 
 class BellBroker(RedisBroker):
     """Dramatiq's Redis broker whose idle consumers wait for a doorbell instead of
-    sleeping (docs/operations.md, "Jobs"). Dramatiq's own consumer polls an empty queue
+    sleeping (docs/channels.md, "Across processes"). Dramatiq's own consumer polls an empty queue
     with a growing sleep of up to `worker_timeout` (1 s), which a job enqueued meanwhile
     waits out (an approved in-app message did, on its way to the stream). Here every
     enqueue without a delay also pushes onto the queue's bell list (`<namespace>:<queue>.bell`,
