@@ -143,6 +143,8 @@ class LoopStream(asyncio.Protocol):
 
     async def _wait(self, timeout: float) -> bool:
         """True when woken, False after `timeout` seconds (or when the client is gone)."""
+        if self.gone:
+            return False
         if self.opened.waiter.take():
             return True
         loop = self.home.loop
