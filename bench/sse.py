@@ -9,7 +9,7 @@ and delivery latency p50/p99 from approve to the message on a stream with 10,000
      `cs serve` in production mode: the supervisor runs gunicorn (CS_WEB_PROCESSES
      processes, whose event loop holds the streams, docs/channels.md "Capacity") and the
      Dramatiq worker (CS_WORKER_PROCESSES x CS_WORKER_THREADS); makes the users (POST
-     /api/track, $identify) and one stream token each (POST /api/in-app/tokens);
+     /api/track, $identify) and one stream token each (minted with the daemon's secret);
   2. capacity: opens streams in steps up to each level (the streams of the previous level
      stay open), one per user, at most 100 connects in flight; a stream counts as open once
      its first chunk came (200 and `retry:`). A refused stream (429) is retried after its
@@ -38,6 +38,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -53,7 +54,7 @@ pct = h.percentile
 
 OPTIONS = """
 --levels '1000,5000,10000'  stream counts to try, ascending
---latency-at 10000  open streams while latency is measured
+--latency-at '1000,10000'  open stream counts at which latency is measured (levels among --levels)
 --samples 200       approvals timed
 --rate 10.0         approvals a second
 --heartbeat 15.0    CS_STREAM_HEARTBEAT_SECONDS (seconds of silence before a heartbeat)
@@ -104,13 +105,16 @@ def families(env) -> dict[str, list[int]]:
             **h.stores(env.db, table), "bench client": [os.getpid()]}
 
 
-def seed(api: h.Api, users: list[str]) -> tuple[dict[str, str], str]:
-    """The users, a stream token each, and a playbook."""
+def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[dict[str, str], str]:
+    """The users, a stream token each (the first through POST /api/in-app/tokens, the rest
+    minted here with the daemon's secret, the same way), and a playbook."""
+    from cs_daemon.channels import in_app_tokens   # the bench's own imports stay light until here
+
     for i in range(0, len(users), 100):
         api.call("POST", "/api/track", {"events": [{"user_id": u, "event": "$identify"} for u in users[i:i + 100]]})
-    with ThreadPoolExecutor(8) as pool:
-        tokens = dict(zip(users, pool.map(
-            lambda u: api.call("POST", "/api/in-app/tokens", {"user_id": u})["token"], users)))
+    tokens = {users[0]: api.call("POST", "/api/in-app/tokens", {"user_id": users[0]})["token"]}
+    now = datetime.now(timezone.utc)
+    tokens.update((u, in_app_tokens.mint(bench.secret, tenant_id, u, now)[0]) for u in users[1:])
     pid = api.call("POST", "/api/playbooks", {"name": "Bench nudge"})["id"]
     return tokens, pid
 
@@ -252,10 +256,12 @@ async def hold_level(env, streams: Streams, tokens: dict[str, str], level: int, 
 
 async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: int, rate: float) -> dict:
     loop = asyncio.get_running_loop()
-    targets = [s for s in streams.all if s.open][:samples]
+    targets = [s for s in streams.all if s.open and not s.arrivals][:samples]     # users not asked before
     if len(targets) < samples:
         raise h.BenchError(f"only {len(targets)} open streams for {samples} samples")
-    with ThreadPoolExecutor(16) as pool:
+    # approvals from 2 threads: each keeps its connection busy enough that the server's
+    # 2 s keep-alive never closes it under the request (a reset POST is not retried)
+    with ThreadPoolExecutor(16) as pool, ThreadPoolExecutor(2) as approvers:
         planned = await asyncio.gather(*[loop.run_in_executor(pool, lambda u=s.user: api.call(
             "POST", "/api/interventions", {"user_id": u, "playbook_id": pid, "channel": "in_app",
                                            "message_body": "Your weekly report is ready"})["id"]) for s in targets])
@@ -265,7 +271,7 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
             arrived = loop.create_future()
             streams.waiting[iv] = arrived
             sent = time.perf_counter()
-            await loop.run_in_executor(pool, api.call, "PUT", f"/api/interventions/{iv}/approve")
+            await loop.run_in_executor(approvers, api.call, "PUT", f"/api/interventions/{iv}/approve")
             return await asyncio.wait_for(arrived, 60) - sent
 
         backlog = queued_jobs(env)
@@ -312,11 +318,11 @@ def stages(env, planned: list[str]) -> dict[str, list[float]]:
             "queued -> written to the stream": [float(r[1]) for r in rows if r[1] is not None]}
 
 
-async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[list[dict], dict | None]:
+async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[list[dict], dict]:
     a = env.args
     streams = Streams(env.daemon.port, a.retries)
     rss, _ = api_footprint(env.daemon)
-    results, latency = [{"level": 0, "open": 0, "rss_mib": rss}], None
+    results, latency = [{"level": 0, "open": 0, "rss_mib": rss}], {}
     try:
         for level in a.levels:
             h.say(f"level {level}: opening {level - len(streams.all)} more streams ...")
@@ -327,12 +333,15 @@ async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[li
                   f"(each at least {result['beats_min']} heartbeats), refusals {result['refusals']}, "
                   f"API RSS {result['rss_mib']:.0f} MiB, idle CPU of the API processes "
                   f"{result['idle_cpu_pct']['api (gunicorn)']:.1f}% of a core")
-            if level == a.latency_at:
+            if level in a.latency_at:
                 if result["held"] < level:
                     h.say(f"  latency not measured: only {result['held']} of {level} streams held")
                 else:
                     h.say(f"  latency: {a.samples} approvals at {a.rate}/s ...")
-                    latency = await measure_latency(env, api, streams, pid, a.samples, a.rate)
+                    # a fresh client: connections idle since the seeding may have been closed by the server
+                    fresh = h.Api(api.url, "")
+                    fresh.headers = api.headers
+                    latency[level] = await measure_latency(env, fresh, streams, pid, a.samples, a.rate)
             if result["held"] < level:
                 break                  # the bounded search ends at the first level not held
     finally:
@@ -340,7 +349,7 @@ async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[li
     return results, latency
 
 
-def report(a, results: list[dict], latency: dict | None, load: float, began: float) -> None:
+def report(a, results: list[dict], latencies: dict, load: float, began: float) -> None:
     base, results = results[0], results[1:]
     print("\nIn-app streams (SSE): one daemon in production mode (`cs serve`: gunicorn API processes whose "
           "event loop holds the streams, Dramatiq, PostgreSQL, Redis)")
@@ -364,10 +373,10 @@ def report(a, results: list[dict], latency: dict | None, load: float, began: flo
         per = (last["rss_mib"] - base["rss_mib"]) * 1024 / last["open"]
         print(f"  memory of the API processes per open stream: ~{per:.1f} KiB (RSS at {last['open']} streams "
               f"less RSS with none, over {last['open']})")
-    if latency is not None:
+    for level, latency in latencies.items():
         lat = latency["ms"]
         print(f"\n  approve -> message on the stream, {lat['n']} approvals at {a.rate}/s with "
-              f"{a.latency_at} streams open:")
+              f"{level} streams open:")
         print("    " + "   ".join(f"{k} {lat[k]:.1f} ms" for k in ("p50", "p95", "p99", "max", "mean")))
         print(f"    Dramatiq messages waiting when the approvals began: {latency['backlog']}")
         for stage, values in latency["stages"].items():
@@ -391,7 +400,7 @@ def run(bench: h.Bench, args) -> int:
     tenant = bench.tenant(db, "scale")
     env = SimpleNamespace(db=db, prefix=bench.prefix, args=args, daemon=start_daemon(bench, db, args))
     api = h.Api(env.daemon.url(), tenant.key)
-    tokens, pid = seed(api, [f"user-{i:05d}" for i in range(max(args.levels))])
+    tokens, pid = seed(api, [f"user-{i:05d}" for i in range(max(args.levels))], bench, tenant.id)
     results, latency = asyncio.run(measure(env, api, tokens, pid))
     report(args, results, latency, load, began)
     return 0
@@ -402,8 +411,12 @@ def check(args) -> str | None:
         args.levels = sorted({int(x) for x in args.levels.split(",")})
     except ValueError:
         return "--levels takes stream counts separated by commas"
-    if args.latency_at not in args.levels or args.samples > args.latency_at:
-        return "--latency-at must be one of --levels, and --samples at most that"
+    try:
+        args.latency_at = sorted({int(x) for x in args.latency_at.split(",")})
+    except ValueError:
+        return "--latency-at takes stream counts separated by commas"
+    if not set(args.latency_at) <= set(args.levels) or args.samples > min(args.latency_at):
+        return "--latency-at must name levels of --levels, and --samples be at most the smallest"
 
 
 if __name__ == "__main__":
