@@ -259,9 +259,10 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
     targets = [s for s in streams.all if s.open and not s.arrivals][:samples]     # users not asked before
     if len(targets) < samples:
         raise h.BenchError(f"only {len(targets)} open streams for {samples} samples")
-    # approvals from 2 threads: each keeps its connection busy enough that the server's
-    # 2 s keep-alive never closes it under the request (a reset POST is not retried)
-    with ThreadPoolExecutor(16) as pool, ThreadPoolExecutor(2) as approvers:
+    # approvals from 8 threads, each with a connection busy enough that the server's 2 s
+    # keep-alive does not close it under a request (a reset PUT is not retried)
+    answered: list[float] = []
+    with ThreadPoolExecutor(16) as pool, ThreadPoolExecutor(8) as approvers:
         planned = await asyncio.gather(*[loop.run_in_executor(pool, lambda u=s.user: api.call(
             "POST", "/api/interventions", {"user_id": u, "playbook_id": pid, "channel": "in_app",
                                            "message_body": "Your weekly report is ready"})["id"]) for s in targets])
@@ -272,6 +273,7 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
             streams.waiting[iv] = arrived
             sent = time.perf_counter()
             await loop.run_in_executor(approvers, api.call, "PUT", f"/api/interventions/{iv}/approve")
+            answered.append(time.perf_counter() - sent)
             return await asyncio.wait_for(arrived, 60) - sent
 
         backlog = queued_jobs(env)
@@ -282,7 +284,8 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
         cpu, wall = meter.stop(), time.perf_counter() - began
     statuses = await loop.run_in_executor(None, settled_statuses, env, planned)
     return {"ms": h.summary(latencies), "delivered": statuses.count("delivered"), "statuses": sorted(set(statuses)),
-            "stages": stages(env, planned), "backlog": backlog, "cpu": cpu, "wall": wall}
+            "stages": {"PUT approve answered": [x * 1000 for x in answered], **stages(env, planned)},
+            "backlog": backlog, "cpu": cpu, "wall": wall}
 
 
 def queued_jobs(env) -> int:
