@@ -73,7 +73,8 @@ class StreamHandoff:
 
         body = self.app(environ, capture)
         opened = environ.pop(OPENED, None)
-        sock = _socket_of(environ) if opened is not None else None
+        # a HEAD answer has no body: the server sends the head and closes the stream as before
+        sock = _socket_of(environ) if opened is not None and environ.get("REQUEST_METHOD") == "GET" else None
         if sock is None:
             start_response(*answer)
             return body
