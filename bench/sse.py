@@ -1,20 +1,22 @@
-"""In-app streams: concurrent open streams one daemon holds on this machine, and delivery
-latency p50/p99 from approve to the message on a stream with 1,000 open streams.
+"""In-app streams: concurrent open streams one daemon holds on this machine (held past two
+heartbeats), the API processes' memory per stream and their CPU while the streams are idle,
+and delivery latency p50/p99 from approve to the message on a stream with 10,000 open.
 
-    .venv/bin/python bench/sse.py                                   # levels 250,500,1000,2000
-    .venv/bin/python bench/sse.py --levels 100,200 --latency-at 200 --samples 50    # a quick run
+    .venv/bin/python bench/sse.py                                   # levels 1000,5000,10000
+    .venv/bin/python bench/sse.py --levels 100,200 --latency-at 200 --samples 50 --heartbeat 2   # a quick run
 
   1. on a fresh database (bench/harness.py) with a tenant on the "scale" plan, starts
-     `cs serve` in production mode: the supervisor runs gunicorn (CS_WEB_PROCESSES gthread
-     processes, 8 + CS_STREAM_SLOTS threads each) and the Dramatiq worker
-     (CS_WORKER_PROCESSES x CS_WORKER_THREADS); makes the users (POST /api/track,
-     $identify) and one stream token each (POST /api/in-app/tokens);
+     `cs serve` in production mode: the supervisor runs gunicorn (CS_WEB_PROCESSES
+     processes, whose event loop holds the streams, docs/channels.md "Capacity") and the
+     Dramatiq worker (CS_WORKER_PROCESSES x CS_WORKER_THREADS); makes the users (POST
+     /api/track, $identify) and one stream token each (minted with the daemon's secret);
   2. capacity: opens streams in steps up to each level (the streams of the previous level
      stay open), one per user, at most 100 connects in flight; a stream counts as open once
-     its first chunk came (200 and `retry:`). A refused stream (429 when a process's slots
-     are taken) is retried after its Retry-After, as the SDK does, at most --retries times.
-     Each level is then held for --hold seconds (past a 15 s heartbeat) and the streams
-     still open are counted, with the RSS and thread count of the API processes;
+     its first chunk came (200 and `retry:`). A refused stream (429) is retried after its
+     Retry-After, as the SDK does, at most --retries times. Each level is then held for
+     --hold seconds (at least two heartbeats of --heartbeat seconds) and the streams still
+     open are counted, with the RSS and threads of the API processes and the CPU of each
+     process family over the hold (the streams idle: heartbeats only);
   3. latency, once --latency-at streams are open: approves --samples in_app interventions
      (planned beforehand, each for another user with an open stream) at --rate a second,
      each timed from sending PUT /api/interventions/{id}/approve until its message line is
@@ -23,17 +25,20 @@ latency p50/p99 from approve to the message on a stream with 1,000 open streams.
      are `delivered`, and prints the CPU of each process family during the approvals.
 
 The client is one asyncio process with raw sockets (HTTP/1.0, so the stream comes without
-chunking) and approvals through a small thread pool; it is light next to the daemon.
+chunking) and approvals through a small thread pool; its file limit is raised to the hard
+limit (the daemon inherits it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -48,14 +53,15 @@ CONNECTS_IN_FLIGHT = 100
 pct = h.percentile
 
 OPTIONS = """
---levels '250,500,1000,2000'  stream counts to try, ascending
---latency-at 1000   open streams while latency is measured
---samples 300       approvals timed
+--levels '1000,5000,10000'  stream counts to try, ascending
+--latency-at '1000,10000'  open stream counts at which latency is measured (levels among --levels)
+--samples 200       approvals timed
 --rate 10.0         approvals a second
---hold 20.0         seconds each level is held
+--heartbeat 15.0    CS_STREAM_HEARTBEAT_SECONDS (seconds of silence before a heartbeat)
+--hold 32.0         seconds each level is held (two heartbeats and a little)
 --retries 3         retries of a refused stream
 --web-processes 2   CS_WEB_PROCESSES
---stream-slots 1000  CS_STREAM_SLOTS
+--stream-slots 10000  CS_STREAM_SLOTS
 --worker-threads 4  CS_WORKER_THREADS
 """
 
@@ -64,6 +70,7 @@ def start_daemon(bench: h.Bench, db: str, a) -> h.Server:
     port = h.free_port()
     daemon = bench.cs(db, "daemon", "serve", "--host", HOST, "--port", str(port), port=port,
                       CS_WEB_PROCESSES=str(a.web_processes), CS_STREAM_SLOTS=str(a.stream_slots),
+                      CS_STREAM_HEARTBEAT_SECONDS=str(a.heartbeat),
                       # one tenant, one client address: the fairness caps would measure themselves
                       CS_STREAM_TENANT_SHARE="100", CS_ADDRESS_RATE_LIMIT="1000000",
                       CS_WORKER_PROCESSES="1", CS_WORKER_THREADS=str(a.worker_threads), CS_LOG_LEVEL="WARNING")
@@ -98,13 +105,16 @@ def families(env) -> dict[str, list[int]]:
             **h.stores(env.db, table), "bench client": [os.getpid()]}
 
 
-def seed(api: h.Api, users: list[str]) -> tuple[dict[str, str], str]:
-    """The users, a stream token each, and a playbook."""
+def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[dict[str, str], str]:
+    """The users, a stream token each (the first through POST /api/in-app/tokens, the rest
+    minted here with the daemon's secret, the same way), and a playbook."""
+    from cs_daemon.channels import in_app_tokens   # the bench's own imports stay light until here
+
     for i in range(0, len(users), 100):
         api.call("POST", "/api/track", {"events": [{"user_id": u, "event": "$identify"} for u in users[i:i + 100]]})
-    with ThreadPoolExecutor(8) as pool:
-        tokens = dict(zip(users, pool.map(
-            lambda u: api.call("POST", "/api/in-app/tokens", {"user_id": u})["token"], users)))
+    tokens = {users[0]: api.call("POST", "/api/in-app/tokens", {"user_id": users[0]})["token"]}
+    now = datetime.now(timezone.utc)
+    tokens.update((u, in_app_tokens.mint(bench.secret, tenant_id, u, now)[0]) for u in users[1:])
     pid = api.call("POST", "/api/playbooks", {"name": "Bench nudge"})["id"]
     return tokens, pid
 
@@ -221,24 +231,38 @@ async def hold_level(env, streams: Streams, tokens: dict[str, str], level: int, 
     opened_in = time.perf_counter() - began
     upto = streams.all[:level]
     open_now = sum(s.open for s in upto)
+    # warm: every stream has made its first read and waited a heartbeat (the connects' reads are over)
+    deadline = time.monotonic() + 120 + level / 50
+    while time.monotonic() < deadline and not all(s.heartbeats or not s.open for s in upto):
+        await asyncio.sleep(0.2)
+    warm_in = time.perf_counter() - began
     rss, threads = api_footprint(env.daemon)
+    beats = {id(s): s.heartbeats for s in upto}
+    meter = h.CpuMeter(lambda: families(env))
     await asyncio.sleep(hold)
+    idle_cpu = meter.stop()
     held = sum(s.open for s in upto)
+    beat_counts = [s.heartbeats - beats[id(s)] for s in upto if s.open]
     connects = [s.connect_s for s in new if s.connect_s is not None]
     return {"level": level, "open": open_now, "held": held, "refusals": sum(s.refusals for s in new),
             "refused_for_good": sum(1 for s in new if not s.open and s.status == 429),
             "errors": sorted({s.ended for s in upto if not s.open and s.ended}),
-            "opened_in": opened_in, "connect_p50": pct(connects, 50) if connects else None,
+            "opened_in": opened_in, "warm_in": warm_in, "connect_p50": pct(connects, 50) if connects else None,
             "connect_p99": pct(connects, 99) if connects else None,
-            "heartbeats": sum(s.heartbeats for s in upto), "rss_mib": rss, "api_threads": threads}
+            "heartbeats": sum(s.heartbeats for s in upto), "rss_mib": rss, "api_threads": threads,
+            "beats_min": min(beat_counts) if beat_counts else 0,
+            "idle_cpu_pct": {k: v / hold * 100 for k, v in idle_cpu.items()}}
 
 
 async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: int, rate: float) -> dict:
     loop = asyncio.get_running_loop()
-    targets = [s for s in streams.all if s.open][:samples]
+    targets = [s for s in streams.all if s.open and not s.arrivals][:samples]     # users not asked before
     if len(targets) < samples:
         raise h.BenchError(f"only {len(targets)} open streams for {samples} samples")
-    with ThreadPoolExecutor(16) as pool:
+    # approvals from 8 threads, each with a connection busy enough that the server's 2 s
+    # keep-alive does not close it under a request (a reset PUT is not retried)
+    answered: list[float] = []
+    with ThreadPoolExecutor(16) as pool, ThreadPoolExecutor(8) as approvers:
         planned = await asyncio.gather(*[loop.run_in_executor(pool, lambda u=s.user: api.call(
             "POST", "/api/interventions", {"user_id": u, "playbook_id": pid, "channel": "in_app",
                                            "message_body": "Your weekly report is ready"})["id"]) for s in targets])
@@ -248,7 +272,8 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
             arrived = loop.create_future()
             streams.waiting[iv] = arrived
             sent = time.perf_counter()
-            await loop.run_in_executor(pool, api.call, "PUT", f"/api/interventions/{iv}/approve")
+            await loop.run_in_executor(approvers, api.call, "PUT", f"/api/interventions/{iv}/approve")
+            answered.append(time.perf_counter() - sent)
             return await asyncio.wait_for(arrived, 60) - sent
 
         backlog = queued_jobs(env)
@@ -259,7 +284,8 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
         cpu, wall = meter.stop(), time.perf_counter() - began
     statuses = await loop.run_in_executor(None, settled_statuses, env, planned)
     return {"ms": h.summary(latencies), "delivered": statuses.count("delivered"), "statuses": sorted(set(statuses)),
-            "stages": stages(env, planned), "backlog": backlog, "cpu": cpu, "wall": wall}
+            "stages": {"PUT approve answered": [x * 1000 for x in answered], **stages(env, planned)},
+            "backlog": backlog, "cpu": cpu, "wall": wall}
 
 
 def queued_jobs(env) -> int:
@@ -295,22 +321,30 @@ def stages(env, planned: list[str]) -> dict[str, list[float]]:
             "queued -> written to the stream": [float(r[1]) for r in rows if r[1] is not None]}
 
 
-async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[list[dict], dict | None]:
+async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[list[dict], dict]:
     a = env.args
     streams = Streams(env.daemon.port, a.retries)
-    results, latency = [], None
+    rss, _ = api_footprint(env.daemon)
+    results, latency = [{"level": 0, "open": 0, "rss_mib": rss}], {}
     try:
         for level in a.levels:
             h.say(f"level {level}: opening {level - len(streams.all)} more streams ...")
             result = await hold_level(env, streams, tokens, level, a.hold)
             results.append(result)
-            h.say(f"  open {result['open']}, held {result['held']} after {a.hold:.0f} s, refusals {result['refusals']}")
-            if level == a.latency_at:
+            h.say(f"  open {result['open']} in {result['opened_in']:.0f} s, each read and past a heartbeat in "
+                  f"{result['warm_in']:.0f} s; held {result['held']} after {a.hold:.0f} s more "
+                  f"(each at least {result['beats_min']} heartbeats), refusals {result['refusals']}, "
+                  f"API RSS {result['rss_mib']:.0f} MiB, idle CPU of the API processes "
+                  f"{result['idle_cpu_pct']['api (gunicorn)']:.1f}% of a core")
+            if level in a.latency_at:
                 if result["held"] < level:
                     h.say(f"  latency not measured: only {result['held']} of {level} streams held")
                 else:
                     h.say(f"  latency: {a.samples} approvals at {a.rate}/s ...")
-                    latency = await measure_latency(env, api, streams, pid, a.samples, a.rate)
+                    # a fresh client: connections idle since the seeding may have been closed by the server
+                    fresh = h.Api(api.url, "")
+                    fresh.headers = api.headers
+                    latency[level] = await measure_latency(env, fresh, streams, pid, a.samples, a.rate)
             if result["held"] < level:
                 break                  # the bounded search ends at the first level not held
     finally:
@@ -318,27 +352,34 @@ async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[li
     return results, latency
 
 
-def report(a, results: list[dict], latency: dict | None, load: float, began: float) -> None:
-    print("\nIn-app streams (SSE): one daemon in production mode (`cs serve`: gunicorn gthread + Dramatiq, "
-          "PostgreSQL, Redis)")
-    print(f"  {a.web_processes} API processes x (8 + {a.stream_slots} threads; at most {a.stream_slots} streams "
-          f"each), worker 1 x {a.worker_threads} threads; {h.CPUS} CPUs, load average before {load:.1f}\n")
-    print(h.table([[r["level"], r["open"], r["held"], r["refusals"],
+def report(a, results: list[dict], latencies: dict, load: float, began: float) -> None:
+    base, results = results[0], results[1:]
+    print("\nIn-app streams (SSE): one daemon in production mode (`cs serve`: gunicorn API processes whose "
+          "event loop holds the streams, Dramatiq, PostgreSQL, Redis)")
+    print(f"  {a.web_processes} API processes (at most {a.stream_slots} streams each), worker 1 x "
+          f"{a.worker_threads} threads, heartbeat every {a.heartbeat:g} s of silence; {h.CPUS} CPUs, "
+          f"load average before {load:.1f}; API RSS with no stream {base['rss_mib']:.0f} MiB\n")
+    print(h.table([[r["level"], r["open"], r["held"], r["beats_min"], r["refusals"],
                     f"{r['connect_p50'] * 1000:.0f}/{r['connect_p99'] * 1000:.0f}" if r["connect_p50"] is not None
-                    else "-", f"{r['rss_mib']:.0f}", r["api_threads"], ", ".join(r["errors"]) or "-"] for r in results],
-                  ["level", "open", "held", "refusals", "connect p50/p99 ms", "API RSS MiB", "API threads", "errors"],
-                  ">>>>>>><"))
+                    else "-", f"{r['rss_mib']:.0f}", r["api_threads"],
+                    " / ".join(f"{v:.1f}" for v in r["idle_cpu_pct"].values()), ", ".join(r["errors"]) or "-"]
+                   for r in results],
+                  ["level", "open", "held", "beats", "refusals", "connect p50/p99 ms", "API RSS MiB", "API threads",
+                   "idle CPU % of a core: " + " / ".join(results[0]["idle_cpu_pct"]) if results else "", "errors"],
+                  ">>>>>>>>><"))
     held = [r["level"] for r in results if r["held"] == r["level"]]
     print(f"\n  held without loss: {max(held) if held else 0} concurrent streams "
-          f"(levels tried {', '.join(map(str, a.levels[:len(results)]))}; held = still open after {a.hold:.0f} s)")
-    if len(results) >= 2 and results[-1]["open"] > results[0]["open"]:
-        first, last = results[0], results[-1]
-        per = (last["rss_mib"] - first["rss_mib"]) * 1024 / (last["open"] - first["open"])
-        print(f"  memory of the API processes per open stream: ~{per:.0f} KiB")
-    if latency is not None:
+          f"(levels tried {', '.join(map(str, a.levels[:len(results)]))}; held = still open after {a.hold:.0f} s; "
+          f"beats = the fewest heartbeats a held stream read meanwhile)")
+    if results and results[-1]["open"]:
+        last = results[-1]
+        per = (last["rss_mib"] - base["rss_mib"]) * 1024 / last["open"]
+        print(f"  memory of the API processes per open stream: ~{per:.1f} KiB (RSS at {last['open']} streams "
+              f"less RSS with none, over {last['open']})")
+    for level, latency in latencies.items():
         lat = latency["ms"]
         print(f"\n  approve -> message on the stream, {lat['n']} approvals at {a.rate}/s with "
-              f"{a.latency_at} streams open:")
+              f"{level} streams open:")
         print("    " + "   ".join(f"{k} {lat[k]:.1f} ms" for k in ("p50", "p95", "p99", "max", "mean")))
         print(f"    Dramatiq messages waiting when the approvals began: {latency['backlog']}")
         for stage, values in latency["stages"].items():
@@ -353,12 +394,16 @@ def report(a, results: list[dict], latency: dict | None, load: float, began: flo
 
 def run(bench: h.Bench, args) -> int:
     began, load = time.monotonic(), os.getloadavg()[0]
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))     # a socket per stream, here and in the daemon
+    if hard < max(args.levels) + 1000:
+        raise h.BenchError(f"the file limit ({hard}) is too low for {max(args.levels)} streams")
     db = bench.database()
     h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, "scale")
     env = SimpleNamespace(db=db, prefix=bench.prefix, args=args, daemon=start_daemon(bench, db, args))
     api = h.Api(env.daemon.url(), tenant.key)
-    tokens, pid = seed(api, [f"user-{i:05d}" for i in range(max(args.levels))])
+    tokens, pid = seed(api, [f"user-{i:05d}" for i in range(max(args.levels))], bench, tenant.id)
     results, latency = asyncio.run(measure(env, api, tokens, pid))
     report(args, results, latency, load, began)
     return 0
@@ -369,8 +414,12 @@ def check(args) -> str | None:
         args.levels = sorted({int(x) for x in args.levels.split(",")})
     except ValueError:
         return "--levels takes stream counts separated by commas"
-    if args.latency_at not in args.levels or args.samples > args.latency_at:
-        return "--latency-at must be one of --levels, and --samples at most that"
+    try:
+        args.latency_at = sorted({int(x) for x in args.latency_at.split(",")})
+    except ValueError:
+        return "--latency-at takes stream counts separated by commas"
+    if not set(args.latency_at) <= set(args.levels) or args.samples > min(args.latency_at):
+        return "--latency-at must name levels of --levels, and --samples be at most the smallest"
 
 
 if __name__ == "__main__":

@@ -54,12 +54,13 @@ def serve_embedded(rt: Runtime, host: str, port: int, demo: bool) -> None:
     # start-up cost: the web app (Flask and every route) is loaded only by the command that serves
     from werkzeug.serving import make_server
     from webapp import create_app
+    from webapp.stream_handoff import RequestHandler
 
     demo_key = _demo_tenant(rt) if demo else None
     app = create_app(runtime=rt)
     rt.start_worker()
     heartbeat = ProcessHeartbeat(rt, "api").start()   # read by `cs status`
-    server = make_server(host, port, app, threaded=True)
+    server = make_server(host, port, app, threaded=True, request_handler=RequestHandler)   # streams: the event loop
     url = f"http://{host}:{server.server_port}"
     out.print(f"[bold green]cs[/bold green] serving on [bold]{url}[/bold] (embedded: {rt.settings.db_url.split('///')[-1]}, in-process worker)")
     if demo_key:

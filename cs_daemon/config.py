@@ -47,7 +47,8 @@ class Settings(BaseSettings):
     allow_private_webhook_urls: bool | None = None
     cs_secret_key: str | None = None
     cs_web_processes: int = Field(2, ge=1, le=64)
-    cs_stream_slots: int = Field(1000, ge=1, le=10_000)   # open in-app streams per API process
+    cs_stream_slots: int = Field(10_000, ge=1, le=50_000)   # open in-app streams per API process
+    cs_stream_heartbeat_seconds: float | None = Field(None, ge=0.1, le=300)   # default 15 (in_app_stream.py)
     cs_stream_tenant_share: int = Field(50, ge=1, le=100)   # % of CS_STREAM_SLOTS one tenant may hold
     cs_streams_per_token: int = Field(5, ge=1, le=1000)     # open streams of one stream token, per process
     cs_address_rate_limit: int = Field(600, ge=1, le=1_000_000)   # a minute, per address, per keyless endpoint

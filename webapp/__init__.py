@@ -17,7 +17,7 @@ from cs_daemon.errors import Conflict, DatabaseUnavailable, ServiceError
 from cs_daemon.runtime import Runtime
 from cs_daemon.wiring import bootstrap, wire
 
-from . import browser, console, metrics_route, requests_log
+from . import browser, console, metrics_route, requests_log, stream_handoff
 from .api import error_response
 from .endpoints import all_apis
 
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
             resp.headers.setdefault(name, value)
         return resp
 
+    app.wsgi_app = stream_handoff.StreamHandoff(app.wsgi_app)    # in-app streams go to the event loop
     return app
 
 

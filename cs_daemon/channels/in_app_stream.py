@@ -13,7 +13,7 @@
 
 On connect the stream sends every message of the user that was never delivered (or,
 with Last-Event-ID, every message after that id as well), then waits for wake-ups and
-sends what is new. Each read is a short transaction of its own: an open stream holds
+sends what is new. Each read is short and commits by itself: an open stream holds
 no database connection. A message counts as delivered once its bytes were handed to the
 connection (the server asks for the next chunk only after writing the previous one).
 Withdrawals are announced for messages this connection sent, and on a resume for those
@@ -72,8 +72,9 @@ class Batch:
 
 
 def next_batch(rt, grant: StreamGrant, cursor: Cursor) -> Batch:
-    """What to write next, read in one short transaction."""
-    with rt.session(grant.tenant_id) as session:
+    """What to write next: a few reads, each committed by itself (no BEGIN and COMMIT
+    round trips; under READ COMMITTED each statement had its own snapshot anyway)."""
+    with rt.session(grant.tenant_id, atomic=False) as session:
         if cursor.last < 0:
             cursor.last = cursor.resumed_from if cursor.resumed_from is not None else \
                 in_app.high_water(session, grant.user_id)
@@ -81,7 +82,9 @@ def next_batch(rt, grant: StreamGrant, cursor: Cursor) -> Batch:
         batch = Batch(held=bool(tenant and tenant.kill_switch_active))
         silent = batch.held or in_app.opted_out(session, grant.tenant_id, grant.user_id)
         live = [] if silent else in_app.unsent(session, grant.user_id, after=cursor.last, limit=BATCH)
-        gone = in_app.withdrawn(session, grant.user_id, upto=cursor.last, now=rt.now())
+        # withdrawals matter only for messages the client has (a fresh stream has none yet)
+        gone = in_app.withdrawn(session, grant.user_id, upto=cursor.last, now=rt.now()) \
+            if cursor.sent or cursor.resumed_from is not None else []
     for seq, intervention_id in gone:
         _withdrawal(batch, cursor, seq, intervention_id)
     for row in live:
@@ -119,7 +122,15 @@ def end_all() -> None:
     in_app_wakeups.wake_everyone()
 
 
+def heartbeat_seconds(rt) -> float:
+    """Seconds of silence before a heartbeat: CS_STREAM_HEARTBEAT_SECONDS when set (the
+    bench lowers it), else HEARTBEAT_SECONDS."""
+    return rt.settings.cs_stream_heartbeat_seconds or HEARTBEAT_SECONDS
+
+
 def events(rt, grant: StreamGrant, cursor: Cursor, waiter: in_app_wakeups.Waiter) -> Iterator[str]:
+    """The stream written by a thread of the server (a server that cannot hand its socket
+    over, such as a test client); in_app_loop.py runs the same steps on the event loop."""
     yield f"retry: {RETRY_MS}\n\n"
     read = True
     held = False
@@ -132,7 +143,7 @@ def events(rt, grant: StreamGrant, cursor: Cursor, waiter: in_app_wakeups.Waiter
                 settle(rt, grant.tenant_id, batch.sent)
             if batch.full:
                 continue
-        woken = waiter.wait(HEARTBEAT_SECONDS)
+        woken = waiter.wait(heartbeat_seconds(rt))
         if not woken:
             yield ": heartbeat\n\n"
         read = woken or held
@@ -140,10 +151,9 @@ def events(rt, grant: StreamGrant, cursor: Cursor, waiter: in_app_wakeups.Waiter
 
 class StreamSlots:
     """The streams this process holds, capped per process, tenant and token
-    (stream_caps.py). In production each open stream keeps one thread of its API process
-    (gunicorn gthread), so the process holds at most CS_STREAM_SLOTS and the rest of the
-    threads stay free for API requests; the embedded server gives every connection a
-    thread of its own and caps only tenants and tokens."""
+    (stream_caps.py). In production an API process holds at most CS_STREAM_SLOTS (its
+    event loop holds them, in_app_loop.py: the cap bounds its memory and sockets); the
+    embedded server caps only tenants and tokens."""
 
     def __init__(self, settings: Settings):
         self.counts = stream_caps.Counts(stream_caps.Caps.of(
@@ -182,8 +192,10 @@ def slots_of(rt) -> StreamSlots:
 class OpenStream:
     """The body of one stream response. Opening it takes a slot (or raises
     stream_caps.StreamsFull) and subscribes to the user's wake-ups (so nothing published
-    afterwards is missed); the server iterates it, and closes it when the client is gone
-    or the stream ends, which lets both go."""
+    afterwards is missed). Then either the process's event loop holds it
+    (in_app_loop.py, through webapp/stream_handoff.py), or a server that keeps the
+    socket iterates it in a thread; either closes it when the client is gone or the
+    stream ends, which lets both go."""
 
     def __init__(self, rt, grant: StreamGrant, last_event_id: int | None):
         self.slots = slots_of(rt)
@@ -193,7 +205,8 @@ class OpenStream:
         except BaseException:
             self.slots.give_back(self.holder)
             raise
-        self._events = events(rt, grant, Cursor(last_event_id), self.waiter)
+        self.rt, self.grant, self.cursor = rt, grant, Cursor(last_event_id)
+        self._events = events(rt, grant, self.cursor, self.waiter)
         self._closed = False
 
     def __iter__(self) -> Iterator[str]:

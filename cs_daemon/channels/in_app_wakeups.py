@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable
 
 import redis
 
@@ -40,12 +41,15 @@ class WakeupsUnavailable(Exception):
 
 class Waiter:
     """One stream's wake-up flag. A wake-up that arrives while the stream is busy stays
-    set, so the next `wait` returns at once."""
+    set, so the next `wait` (or `take`) sees it. A stream held by the event loop
+    (in_app_loop.py) sets `notify`, which every wake-up calls besides (from whatever
+    thread wakes it: the callback hands over to the loop thread itself)."""
 
     def __init__(self, registry: "LocalWakeups", key: str):
         self._registry = registry
         self.key = key
         self._event = threading.Event()
+        self.notify: Callable[[], None] | None = None
 
     def wait(self, timeout: float) -> bool:
         """True when woken (the flag is cleared), False after `timeout` seconds."""
@@ -53,8 +57,17 @@ class Waiter:
         self._event.clear()
         return woken
 
+    def take(self) -> bool:
+        """True when woken since the last look (the flag is cleared), without waiting."""
+        woken = self._event.is_set()
+        self._event.clear()
+        return woken
+
     def wake(self) -> None:
         self._event.set()
+        notify = self.notify
+        if notify is not None:
+            notify()
 
     def close(self) -> None:
         self._registry.remove(self)

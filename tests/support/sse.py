@@ -1,6 +1,7 @@
 """A real server-sent-events client for tests: `requests` with stream=True, a reader
 thread parsing the byte stream into events (so every wait has a deadline), and a real
-HTTP server for the app in a thread (werkzeug, threaded, as `cs serve` runs it)."""
+HTTP server for the app in a thread (werkzeug, threaded, as `cs serve` runs it: streams
+are handed to the event loop)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 
 import requests
 from werkzeug.serving import make_server
+
+from webapp.stream_handoff import RequestHandler
 
 from .processes import Deadline
 
@@ -31,7 +34,7 @@ class AppServer:
     """The Flask app on 127.0.0.1 on a free port, served by a thread."""
 
     def __init__(self, app):
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=RequestHandler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

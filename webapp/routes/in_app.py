@@ -18,6 +18,7 @@ from cs_daemon.customers.models import Customer
 from cs_daemon.errors import NotFound, RateLimited, ValidationFailed
 from cs_daemon.schemas import Wire
 
+from .. import stream_handoff
 from ..api import Api, Call
 
 api = Api("In-app messages")
@@ -62,6 +63,7 @@ def get_stream(call: Call):
     except StreamsFull as exc:
         g.rate_headers = {"Retry-After": str(exc.retry_after)}
         raise RateLimited(str(exc)) from None
+    request.environ[stream_handoff.OPENED] = body      # the event loop takes it from here
     return Response(body, mimetype="text/event-stream", headers={
         "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
         # the token is the credential (no cookie), so any origin may open the stream
