@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from .. import metrics
+from ..customers import fields
 from ..customers.models import Customer
 from ..engine import messages
 from ..engine.contact_policy import ContactPolicy
@@ -26,8 +27,7 @@ from ..tenants.models import Tenant
 from . import context, holdout
 
 log = logging.getLogger(__name__)
-USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
-               "activation_score", "engagement_score", "expansion_score", "risk_level", "last_activity_at")
+USER_FIELDS = fields.ALL
 
 
 @dataclass
