@@ -1,6 +1,7 @@
-"""Record events for outbound delivery, in the caller's transaction: the outbox row and
-one delivery per subscribed endpoint are written together, so a committed event can
-never miss its webhooks."""
+"""Record events, in the caller's transaction: the event's row in the event log
+(`outbox_events`) and one delivery per subscribed endpoint are written together, so a
+committed event can never miss its webhooks, and no event waits to be fanned out
+(docs/architecture.md, "The event log")."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from .models import OutboxEvent
 
 # PostgreSQL: all rows as one JSON document in one fixed statement (prepared once per connection)
 PG_INSERT = """
-INSERT INTO outbox_events (id, tenant_id, event_type, payload, test, created_at, fanned_out_at)
-SELECT x.id, %(tenant)s, x.event_type, x.payload, %(test)s, %(now)s, %(now)s
+INSERT INTO outbox_events (id, tenant_id, event_type, payload, test, created_at)
+SELECT x.id, %(tenant)s, x.event_type, x.payload, %(test)s, %(now)s
 FROM json_to_recordset(%(rows)s::json) AS x(id text, event_type text, payload json)
 """
 
@@ -30,8 +31,8 @@ def record_many(session: Session, tenant_id: str, events: list[tuple[str, dict]]
     if not events:
         return []
     rows = [{"id": new_id(), "tenant_id": tenant_id, "event_type": kind,
-             "payload": {"event": kind, **payload}, "test": test, "created_at": now,
-             "fanned_out_at": now} for kind, payload in events]
+             "payload": {"event": kind, **payload}, "test": test, "created_at": now}
+            for kind, payload in events]
     if session.get_bind().dialect.name == "postgresql":
         with session.connection().connection.driver_connection.cursor() as cur:
             cur.execute(PG_INSERT, {"tenant": tenant_id, "test": test, "now": now, "rows": json.dumps(
