@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from ..customers import fields
 from ..customers.models import Customer
 from ..delivery import service as delivery
 from ..integrations.http import Outcome
@@ -23,8 +24,7 @@ from .payload import customer_of
 
 NAME = "crm"
 SECRET_REF = f"ref:{NAME}"     # the secret is read at send time (`secret`)
-FIELDS = ("id", "name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
-          "activation_score", "engagement_score", "expansion_score", "risk_level")
+FIELDS = ("id", *(f for f in fields.ALL if f != "last_activity_at"))     # of the customer
 
 
 def crm_body(event: str, iv: Intervention, customer: Customer | None) -> dict:

@@ -8,6 +8,7 @@ from pydantic import EmailStr, Field, field_validator
 
 from ..interventions.schemas import InterventionPublic
 from ..schemas import Wire
+from . import fields
 
 
 class TrackedEvent(Wire):
@@ -111,14 +112,8 @@ class CustomerPublic(Wire):
 
     @classmethod
     def of(cls, c, **extra) -> "CustomerPublic":
-        return cls(
-            id=c.id, name=c.name or c.id, email=c.email, company=c.company, role=c.role,
-            team_size=c.team_size, locale=c.locale, lifecycle_stage=c.lifecycle_stage, health=c.health,
-            activation_score=c.activation_score, engagement_score=c.engagement_score,
-            expansion_score=c.expansion_score, risk_level=c.risk_level,
-            last_activity_at=c.last_activity_at, created_at=c.created_at, traits=c.traits or {},
-            test=c.test, **extra,
-        )
+        return cls(id=c.id, **{**{f: getattr(c, f) for f in fields.ALL}, "name": c.name or c.id},
+                   created_at=c.created_at, traits=c.traits or {}, test=c.test, **extra)
 
 
 class CustomerListItem(CustomerPublic):

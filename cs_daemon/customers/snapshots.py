@@ -14,10 +14,11 @@ from sqlalchemy.orm import Session
 from sqlmodel import Field
 
 from ..db import TenantOwned
+from . import fields
 from .bulk import _cursor, _json
 
 RETENTION_DAYS = 90     # the longest chart the console draws
-SCORES = ("health", "activation_score", "engagement_score", "expansion_score")
+SCORES = fields.SCORES
 
 
 class ScoreSnapshot(TenantOwned, table=True):
@@ -35,7 +36,7 @@ class ScoreSnapshot(TenantOwned, table=True):
     risk_level: str = Field(sa_column=Column(String(10), nullable=False))
 
 
-COLUMNS = (*SCORES, "lifecycle_stage", "risk_level")
+COLUMNS = (*SCORES, *fields.STANDING)
 
 # the PostgreSQL statement: rows as one JSON document, as the rest of ingest sends them
 PG_UPSERT = (

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..engine import scoring
+from . import fields
 from .models import Customer
 
-IDENTITY_FIELDS = ("name", "email", "company", "role", "team_size")
+IDENTITY_FIELDS = fields.IDENTITY
 
 
 def apply_traits(customer: Customer, event: str, properties: dict) -> None:

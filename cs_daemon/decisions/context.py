@@ -17,7 +17,11 @@ from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
 from ..tenants import config as tenant_config
 
-COUNTED = ("planned", "approved", "sent", "delivered", "failed")   # what a user actually got or will get
+# what counts toward a playbook's own repeat limits (docs/decisions.md, "Steps and verdicts"):
+# what a user actually got or will get, and the playbook's escalations of the user to the
+# team, whatever became of them (open, handled, delegated), so an escalation playbook does
+# not escalate the same user on every sweep
+COUNTED = ("planned", "approved", "sent", "delivered", "failed", "open", "handled", "delegated")
 # what the contact policy counts (docs/decisions.md, "Contact policy"): contacts made or waiting
 # for approval; not failed, shadow, held_out (but see `history`), rejected, rolled back
 CONTACTS = ("planned", "approved", "sent", "delivered")

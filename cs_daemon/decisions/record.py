@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from .. import metrics
 from ..agent import service as agent_service
 from ..agent.run import AgentRun
+from ..customers import fields
 from ..customers.models import Customer
 from ..db import new_id
 from ..engine import messages
@@ -29,8 +30,7 @@ from ..tenants.models import Tenant
 from . import context, holdout, trace
 
 log = logging.getLogger(__name__)
-USER_FIELDS = ("name", "email", "company", "role", "team_size", "locale", "lifecycle_stage", "health",
-               "activation_score", "engagement_score", "expansion_score", "risk_level", "last_activity_at")
+USER_FIELDS = fields.ALL
 
 
 @dataclass

@@ -10,7 +10,8 @@ owes its requests the same way and decides them itself (`sweep_tenant`).
 A request whose decision keeps failing backs off: after its n-th failed try it waits
 RETRY_AFTER × 2^(n-1) (30 s, 1 min, 2 min, 4 min), and after MAX_ATTEMPTS tries it is
 `failed` (failed_at set, the last error kept) and never taken again
-(docs/decisions.md, "Owed decisions").
+(docs/decisions.md, "Owed decisions"; the statuses and their changes:
+decisions/request_states.py).
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ def failed(rt, request_id: str, attempts: int, error: str) -> None:
         values["claimed_until"] = now + backoff(attempts)
     with rt.session() as session:
         session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id,
-                                                      DecisionRequest.done_at.is_(None)).values(**values))
+                                                      DecisionRequest.done_at.is_(None),
+                                                      DecisionRequest.failed_at.is_(None)).values(**values))
 
 
 def sweep_candidates(session: Session, now: datetime) -> list[str]:
@@ -236,7 +238,9 @@ def decide_for(rt, tenant_id: str, user_id: str, *, events=(), state_changed: bo
                 recording.record_nothing(session, tenant_id, user_id, proposal, now=rt.now(),
                                          test=test or test_user)
         if request_id:
-            session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id).values(done_at=rt.now()))
+            session.execute(update(DecisionRequest).where(DecisionRequest.id == request_id,   # done once; failed stays
+                                                          DecisionRequest.done_at.is_(None),
+                                                          DecisionRequest.failed_at.is_(None)).values(done_at=rt.now()))
         return made
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
+from . import states
 from .models import Delivery
 from .service import OPEN, _held
 
@@ -47,7 +48,7 @@ def by_endpoint(session: Session, now: datetime, overdue_after: timedelta) -> li
 def _backlog(session: Session, now: datetime, overdue_after: timedelta, *, by_endpoint: bool) -> list[Backlog]:
     is_open = Delivery.status.in_(OPEN) & (Delivery.next_attempt_at <= now)
     overdue = Delivery.status.in_(OPEN) & (Delivery.next_attempt_at <= now - overdue_after)
-    failed = (Delivery.status == "failed") & (Delivery.updated_at >= now - timedelta(hours=1))
+    failed = (Delivery.status == states.FAILED) & (Delivery.updated_at >= now - timedelta(hours=1))
     keys = [_channel(), _endpoint()] if by_endpoint else [_channel()]
     rows = session.execute(
         select(*keys,

@@ -6,6 +6,7 @@ from sqlalchemy import Column, Index, Text
 from sqlmodel import Field
 
 from ..db import TenantOwned, id_field, json_field, time_field
+from . import states
 
 
 class Delivery(TenantOwned, table=True):
@@ -30,7 +31,7 @@ class Delivery(TenantOwned, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
     headers: dict = json_field(default={}, nullable=False)
     secret_enc: str = Field(sa_column=Column(Text, nullable=False))
-    status: str = Field(default="pending", max_length=10)    # pending | retrying | delivered | failed
+    status: str = Field(default=states.PENDING, max_length=10)    # states.STATUSES
     attempts: int = 0
     max_attempts: int = 6
     next_attempt_at: datetime | None = time_field()

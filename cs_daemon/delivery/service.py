@@ -36,6 +36,7 @@ from ..db import locked, new_id, on_commit, on_commit_each
 from ..errors import InvalidState, NotFound
 from ..integrations import http
 from ..tenants.models import Tenant
+from . import states
 from .models import Delivery, DeliveryAttempt
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ RETRY_DELAYS = (timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=1
 MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
 DEADLINE_SECONDS = 10.0        # the whole attempt: connect, send, answer
 LEASE = timedelta(seconds=20)   # longer than one attempt can take
-OPEN = ("pending", "retrying")
+OPEN = states.OPEN
 
 # kind -> callback(session, delivery, outcome, final) run in the recording transaction,
 # so a domain can follow its deliveries (deactivate an endpoint on 410, mark an
@@ -88,7 +89,7 @@ def create(session: Session, tenant_id: str, *, kind: str, channel: str, url: st
     delivery = Delivery(
         tenant_id=tenant_id, kind=kind, channel=channel, url=url, body=encode(body), secret_enc=secret_enc,
         event_type=event_type, endpoint_id=endpoint_id, subject_id=subject_id,
-        headers=headers or {}, test=test, max_attempts=max_attempts, status="pending",
+        headers=headers or {}, test=test, max_attempts=max_attempts, status=states.PENDING,
         next_attempt_at=now, created_at=now, updated_at=now,
     )
     session.add(delivery)
@@ -165,9 +166,9 @@ def _settle(**values):
             .returning(_d.id))
 
 
-_SETTLE = {"delivered": _settle(status="delivered", delivered_at=bindparam("at_now"), next_attempt_at=None),
-           "failed": _settle(status="failed", next_attempt_at=None),
-           "retrying": _settle(status="retrying", next_attempt_at=bindparam("next_at"))}
+_SETTLE = {states.DELIVERED: _settle(status=states.DELIVERED, delivered_at=bindparam("at_now"), next_attempt_at=None),
+           states.FAILED: _settle(status=states.FAILED, next_attempt_at=None),
+           states.RETRYING: _settle(status=states.RETRYING, next_attempt_at=bindparam("next_at"))}
 
 
 def _held():
@@ -233,11 +234,11 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
                            "latency_ms": outcome.latency_ms, "error": outcome.error,
                            "response_excerpt": outcome.excerpt})
     if outcome.ok:
-        status, next_at = "delivered", None
+        status, next_at = states.DELIVERED, None
     elif outcome.permanent or claimed.number >= claimed.max_attempts:
-        status, next_at = "failed", None
+        status, next_at = states.FAILED, None
     else:
-        status, next_at = "retrying", at + RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
+        status, next_at = states.RETRYING, at + RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
     settled = conn.execute(_SETTLE[status], {"did": claimed.id, "lease": claimed.lease_until,
                                                 "number": claimed.number, "at_now": now, "next_at": next_at}).first()
     if settled is None:
@@ -246,7 +247,7 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
         return None
     if next_at is not None:
         on_commit(session, send_later, claimed.id, next_at - at)
-    final = status != "retrying"
+    final = status != states.RETRYING
     wanted = [fn for fn, when in LISTENERS.get(claimed.kind, []) if when is None or when(outcome, final)]
     if wanted:
         delivery = session.get(Delivery, claimed.id)
@@ -324,7 +325,7 @@ def cancel(session: Session, *, subject_id: str, kind: str, now: datetime) -> in
     rows = session.scalars(select(Delivery).where(Delivery.subject_id == subject_id, Delivery.kind == kind,
                                                   Delivery.status.in_(OPEN))).all()
     for d in rows:
-        d.status, d.next_attempt_at, d.updated_at = "canceled", None, now
+        d.status, d.next_attempt_at, d.updated_at = states.CANCELED, None, now
     return len(rows)
 
 
@@ -334,10 +335,10 @@ def reopen(session: Session, delivery_id: str, now: datetime) -> Delivery:
     delivery = locked(session, Delivery, delivery_id)
     if delivery is None:
         raise NotFound("delivery not found")
-    if delivery.status == "canceled":
+    if delivery.status not in states.FROM["replay"]:
         raise InvalidState("this delivery was cancelled (its intervention was paused or rolled back): "
                            "it is not sent again")
-    delivery.status = "retrying" if delivery.attempts else "pending"
+    delivery.status = states.reopened(delivery.attempts)
     delivery.max_attempts = max(delivery.max_attempts, delivery.attempts + 1)
     delivery.next_attempt_at = now
     delivery.locked_until = None

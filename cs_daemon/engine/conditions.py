@@ -31,13 +31,10 @@ from sqlalchemy import Float, Text, and_, case, cast, exists, false, func, liter
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import ColumnElement
 
+from ..customers import fields
 from ..customers.models import Customer, Event
 
-COLUMN_FIELDS = {
-    "name": "text", "email": "text", "company": "text", "role": "text", "locale": "text",
-    "lifecycle_stage": "text", "risk_level": "text", "team_size": "number", "health": "number",
-    "activation_score": "number", "engagement_score": "number", "expansion_score": "number",
-}
+COLUMN_FIELDS = fields.COMPARED
 DERIVED_FIELDS = {"days_since_last_activity", "days_since_signup"}
 OPS = ("eq", "neq", "lt", "lte", "gt", "gte", "in", "nin", "exists", "contains")
 ORDER_OPS = ("lt", "lte", "gt", "gte")

@@ -18,6 +18,7 @@ from ..channels import sink, webhook
 from ..customers.models import Customer
 from ..db import locked
 from ..delivery import service as delivery
+from ..delivery import states as delivery_states
 from ..delivery.models import Delivery
 from ..errors import Conflict, NotFound, ValidationFailed
 from ..integrations import netguard
@@ -187,9 +188,9 @@ def on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) 
     if action.status == "pending":
         action.status, action.dispatched_at = "dispatched", now
         events.append(_event(action, "external_action.dispatched", now))
-    if made.status == "delivered":
+    if made.status == delivery_states.DELIVERED:
         action.status, action.delivered_at = "delivered", now
-    elif made.status == "failed":
+    elif made.status == delivery_states.FAILED:
         action.status, action.completed_at = "failed", now
         events.append(_event(action, "external_action.failed", now, error=outcome.error))
     outbox.record_many(session, action.tenant_id, events, now=now, test=action.test)

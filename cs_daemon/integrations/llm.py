@@ -20,6 +20,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, ValidationInfo, field_validator
 
 from .. import metrics
+from ..customers import fields as customer_fields
 from ..engine import messages
 
 log = logging.getLogger(__name__)
@@ -29,10 +30,7 @@ MAX_REASONING_CHARS = 2000
 NO_KEY = "no-key"  # the openai client insists on a key; a local server ignores this one
 
 # What of the user the model sees (never the email address or other identifiers).
-USER_FIELDS = (
-    "name", "company", "role", "team_size", "lifecycle_stage", "health", "activation_score",
-    "engagement_score", "expansion_score", "risk_level", "last_activity_at",
-)
+USER_FIELDS = tuple(f for f in customer_fields.ALL if f not in ("email", "locale"))
 HINT_FIELDS = ("goal", "tone", "cta_url", "preferred_channel")
 
 SYSTEM_PROMPT = """\

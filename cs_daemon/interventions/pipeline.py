@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from ..channels import base as channels
 from ..db import locked
 from ..delivery import service as delivery
+from ..delivery import states as delivery_states
 from ..delivery.models import Delivery
 from ..integrations.http import Outcome
 from ..outbox import service as outbox
@@ -108,15 +109,15 @@ def on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) 
     if iv is None:
         return
     now = made.updated_at
-    if made.status == "delivered":
+    if made.status == delivery_states.DELIVERED:
         if channels.get(made.channel).delivered_on_attempt:
             _delivered(session, iv, now)
         else:
             _sent(session, iv, now)   # queued (the in-app stream): delivered later
-    elif made.status == "failed":
+    elif made.status == delivery_states.FAILED:
         others = session.query(Delivery).filter(Delivery.subject_id == iv.id, Delivery.kind == KIND,
                                                 Delivery.id != made.id,
-                                                Delivery.status.in_(("pending", "retrying", "delivered"))).count()
+                                                Delivery.status.in_((*delivery_states.OPEN, delivery_states.DELIVERED))).count()
         if not others:
             _failed(session, iv, outcome.error or "delivery failed", now)
     else:

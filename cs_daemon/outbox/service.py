@@ -1,6 +1,7 @@
-"""Record events for outbound delivery, in the caller's transaction: the outbox row and
-one delivery per subscribed endpoint are written together, so a committed event can
-never miss its webhooks."""
+"""Record events, in the caller's transaction: the event's row in the event log
+(`outbox_events`) and one delivery per subscribed endpoint are written together, so a
+committed event can never miss its webhooks, and no event waits to be fanned out
+(docs/architecture.md, "The event log")."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from .models import OutboxEvent
 
 # PostgreSQL: all rows as one JSON document in one fixed statement (prepared once per connection)
 PG_INSERT = """
-INSERT INTO outbox_events (id, tenant_id, event_type, payload, test, created_at, fanned_out_at)
-SELECT x.id, %(tenant)s, x.event_type, x.payload, %(test)s, %(now)s, %(now)s
+INSERT INTO outbox_events (id, tenant_id, event_type, payload, test, created_at)
+SELECT x.id, %(tenant)s, x.event_type, x.payload, %(test)s, %(now)s
 FROM json_to_recordset(%(outbox)s::json) AS x(id text, event_type text, payload json)
 """
 
@@ -43,7 +44,7 @@ def record_many(session: Session, tenant_id: str, events: list[tuple[str, dict]]
 def rows_of(tenant_id: str, events: list[tuple[str, dict]], *, now: datetime, test: bool) -> list[dict]:
     """The outbox rows of `events` ((event_type, payload) pairs), ids made here."""
     return [{"id": new_id(), "tenant_id": tenant_id, "event_type": kind, "payload": {"event": kind, **payload},
-             "test": test, "created_at": now, "fanned_out_at": now} for kind, payload in events]
+             "test": test, "created_at": now} for kind, payload in events]
 
 
 def pg_part(tenant_id: str, rows: list[dict], *, now: datetime, test: bool) -> tuple[str, dict]:

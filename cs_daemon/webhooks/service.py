@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from .. import crypto, plans
 from ..delivery import service as delivery
+from ..delivery import states as delivery_states
 from ..delivery.models import Delivery
 from ..errors import FeatureNotOnPlan, NotFound, PlanLimit, ValidationFailed
 from ..integrations import netguard
@@ -187,7 +188,7 @@ def delivery_log(session: Session, tenant_id: str, *, endpoint_id: str | None = 
 def failed_since(session: Session, tenant_id: str, since: datetime) -> list[str]:
     """Ids of the tenant's deliveries that failed for good, created at or after `since`,
     oldest first (the order a replay should resend them in)."""
-    rows = delivery_log(session, tenant_id, status="failed", since=since, limit=None)
+    rows = delivery_log(session, tenant_id, status=delivery_states.FAILED, since=since, limit=None)
     return [d.id for d in reversed(rows)]
 
 
