@@ -342,9 +342,11 @@ def _learn_channel(decision: Decision, pb: PlaybookSpec, user: UserContext, lear
     scope = f"channel:{pb.id}"
     choice = learner.choose(scope, usable)
     decision.learned.append(Learned("channel", scope, choice))
-    decision.channel = decision.verdicts[pb.id].channel = choice.option
+    first, decision.channel = decision.channel, choice.option
+    decision.verdicts[pb.id].channel = choice.option
     e = choice.chosen
-    decision.reasoning = (decision.reasoning or "") + (
+    # the rules' sentence named the channel they would have used; it is the learner's now
+    decision.reasoning = (decision.reasoning or "").replace(f"send on {first}.", f"send on {choice.option}.") + (
         f" The learner picked {choice.option} among {', '.join(usable)} (estimate {e.mean:.2f}, "
         f"{e.successes} of {e.trials} succeeded for users like this one).")
 

@@ -135,3 +135,19 @@ def test_the_options_are_every_way_an_eligible_playbook_may_act_and_nothing_else
     assert [o["option_id"] for o in no_email.options] == ["mail:in_app"]
     blocked = decide(user(), [pb("cool", constraints={"cooldown_hours": 24})], history, now=NOW)
     assert blocked.action == "none" and blocked.options == []
+
+
+def test_the_reasoning_names_the_channel_the_learner_picked():
+    import random
+
+    from cs_daemon.engine.decisions import Learner
+
+    playbooks = [pb("p", constraints={"channels": ["email", "in_app"]})]
+    seen = set()
+    for seed in range(40):
+        d = decide(user(), playbooks, History(), now=NOW, learner=Learner({}, {}, random.Random(seed)))
+        seen.add(d.channel)
+        assert f"send on {d.channel}." in d.reasoning
+        other = ({"email", "in_app"} - {d.channel}).pop()
+        assert f"send on {other}." not in d.reasoning
+    assert seen == {"email", "in_app"}
