@@ -45,13 +45,18 @@ def list_(
             (r.message_body or "")[:50] + ("…" if r.message_body and len(r.message_body) > 50 else "")] for r in rows])
 
 
-def _act(intervention_id: str, verb: str, fn, json_: bool) -> None:
-    rt = runtime()
+def _tenant_of(rt, intervention_id: str) -> str:
+    """The tenant whose intervention this is (an operator's command names only the id)."""
     with rt.session() as s:
         found = s.get(Intervention, intervention_id)
         if found is None:
             raise NotFound(f"no intervention with id {intervention_id}")
-        tenant_id = found.tenant_id
+        return found.tenant_id
+
+
+def _act(intervention_id: str, verb: str, fn, json_: bool) -> None:
+    rt = runtime()
+    tenant_id = _tenant_of(rt, intervention_id)
     with rt.session(tenant_id) as s:
         iv = fn(s, rt.now())
         result = {"id": iv.id, "status": iv.status, "flagged": iv.flagged}
@@ -99,12 +104,7 @@ def trace_(intervention_id: str, json_: bool = JSON):
     """Why the engine made this intervention: the user's features, each playbook's verdict,
     the options with their estimates, the agent's steps, the drafts and the choice."""
     rt = runtime()
-    with rt.session() as s:
-        found = s.get(Intervention, intervention_id)
-        if found is None:
-            raise NotFound(f"no intervention with id {intervention_id}")
-        tenant_id = found.tenant_id
-    with rt.session(tenant_id, commit=False) as s:
+    with rt.session(_tenant_of(rt, intervention_id), commit=False) as s:
         found = trace.of_intervention(s, intervention_id)
     body = TraceResponse(trace=found).model_dump(mode="json")     # as the API answers it
     if json_:
