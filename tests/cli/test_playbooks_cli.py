@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from tests.conftest import auth
+from sqlalchemy import select
+
+from cs_daemon.decisions import requests
+from cs_daemon.decisions.models import DecisionRequest
+from tests.conftest import NO_HOLDOUT, auth
 
 PLAYBOOKS_YAML = """
 - name: Welcome
@@ -76,3 +81,24 @@ def test_decide_dry_run(cs, tenant, client, tmp_path):
     assert code == 0 and "picked" in out and "Welcome" in out
     code, _, err = cs("decide", "dry-run", "ghost", "--tenant", tenant.id)
     assert code == 1 and "not found" in err
+
+
+def test_the_readme_example_playbook_plans_a_welcome_for_a_signup(cs, make_tenant, client, rt):
+    """docs/examples/welcome.yaml, applied as the README's "A first playbook" says, plans
+    one email for a user who signs up with an email address, waiting for approval."""
+    tenant = make_tenant(config=dict(NO_HOLDOUT))
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "welcome.yaml"
+    code, out, _ = cs("playbooks", "apply", str(example), "--tenant", tenant.id, "--json")
+    assert code == 0 and json.loads(out)["playbooks"][0]["result"] == "created"
+    client.post("/api/track", headers=auth(tenant.key), json={"events": [
+        {"user_id": "bo", "event": "$identify", "properties": {"email": "bo@example.com", "name": "Bo"}},
+        {"user_id": "bo", "event": "signup"},
+        {"user_id": "anon", "event": "signup"}]})
+    with rt.session(tenant.id) as session:     # the owed decisions, as the job would
+        owed = list(session.scalars(select(DecisionRequest.id)))
+    for request_id in owed:
+        requests.process(rt, request_id)
+    code, out, _ = cs("interventions", "list", "--tenant", tenant.id, "--json")
+    planned = json.loads(out)["interventions"]
+    assert [(i["user_id"], i["status"]) for i in planned] == [("bo", "planned")]
+    assert planned[0]["channel"] in ("email", "in_app")
