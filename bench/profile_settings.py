@@ -20,6 +20,7 @@ import sys
 import time
 
 import harness as h
+from cs_daemon.uow import uow_of
 
 OPTIONS = """
 --requests 2000   requests under cProfile
@@ -139,7 +140,7 @@ def run(bench: h.Bench, args) -> int:
     line("  same without pool_pre_ping", checkout)
     engine.pool._pre_ping = pre
     s = Session(engine, expire_on_commit=False)
-    s.info["tenant_id"] = None
+    uow_of(s).tenant_id = None
     auth_stmt = (select(ApiKey, Tenant.plan_tier, Tenant.partner, Member.role, Member.removed_at)
                  .join(Tenant, Tenant.id == ApiKey.tenant_id)
                  .outerjoin(Member, Member.id == ApiKey.member_id)
@@ -159,14 +160,14 @@ def run(bench: h.Bench, args) -> int:
                  .select_from(at.join(tt, tt.c.id == at.c.tenant_id).outerjoin(mt, mt.c.id == at.c.member_id))
                  .where(at.c.digest == keymat.digest(raw)))
     line("  the same SELECT through Core (rows, no entities)", lambda: conn.execute(core_auth).first())
-    s.info["tenant_id"] = tid
+    uow_of(s).tenant_id = tid
     line("tenants.get -> session.get(Tenant), tenant scope on (as in the request)",
          expunged(lambda: s.get(Tenant, tid)))
-    s.info["tenant_id"] = None
+    uow_of(s).tenant_id = None
     line("  the same without the tenant scope", expunged(lambda: s.get(Tenant, tid)))
-    s.info["tenant_id"] = tid
+    uow_of(s).tenant_id = tid
     line("auth.list_keys, tenant scope on (as in the request)", expunged(lambda: auth.list_keys(s)))
-    s.info["tenant_id"] = None
+    uow_of(s).tenant_id = None
     line("  the same without the tenant scope", expunged(lambda: auth.list_keys(s)))
     keys_stmt = (select(at).where(at.c.revoked_at.is_(None), at.c.tenant_id == tid)
                  .order_by(at.c.created_at, at.c.id))

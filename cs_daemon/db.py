@@ -34,6 +34,8 @@ from sqlmodel import Field, SQLModel, create_engine
 
 from . import logs
 from .config import Settings
+from .uow import begin as begin_unit_of_work
+from .uow import uow_of
 
 log = logging.getLogger(__name__)
 
@@ -207,9 +209,7 @@ def session_scope(
 def _session_scope(settings: Settings, tenant_id: str | None, commit: bool, atomic: bool) -> Iterator[Session]:
     engine = get_engine(settings) if atomic else _autocommit_engine(settings)
     session = Session(engine, expire_on_commit=False)
-    session.info["tenant_id"] = tenant_id
-    session.info["settings"] = settings  # for after-commit work that needs them (in-app wake-ups)
-    session.info["after_commit"] = []
+    uow = begin_unit_of_work(session, tenant_id, settings)
     try:
         yield session
         if not atomic and not (session.new or session.dirty or session.deleted):
@@ -222,8 +222,7 @@ def _session_scope(settings: Settings, tenant_id: str | None, commit: bool, atom
         session.rollback()
         raise
     finally:
-        callbacks = session.info.pop("after_commit", []) if commit else []
-        session.info.pop("after_commit_items", None)
+        callbacks = uow.committed() if commit else []
         session.close()
     for fn, args in callbacks:
         _after_commit(fn, args)
@@ -286,19 +285,19 @@ def room_for_segments(session: Session) -> None:
         return
     if session.connection().get_execution_options().get("isolation_level") == "AUTOCOMMIT":
         return
-    megabytes = session.info["settings"].cs_segment_work_mem_mb
+    megabytes = uow_of(session).settings.cs_segment_work_mem_mb
     session.execute(text(f"SET LOCAL work_mem = '{int(megabytes)}MB'"))
 
 
 def on_commit(session: Session, fn: Callable, *args) -> None:
     """Run `fn(*args)` once the session's transaction has committed (dropped on rollback)."""
-    session.info.setdefault("after_commit", []).append((fn, args))
+    uow_of(session).after_commit.append((fn, args))
 
 
 def on_commit_each(session: Session, fn: Callable[[list], None], item) -> None:
     """Collect `item` for `fn`: once the transaction has committed, `fn(items)` runs once
     with every item collected in it (so work made row by row is sent in batches)."""
-    collected = session.info.setdefault("after_commit_items", {})
+    collected = uow_of(session).after_commit_items
     items = collected.get(fn)
     if items is None:
         items = collected[fn] = []
@@ -308,14 +307,19 @@ def on_commit_each(session: Session, fn: Callable[[list], None], item) -> None:
 
 @event.listens_for(Session, "after_rollback")
 def _forget_callbacks(session: Session) -> None:
-    if "after_commit" in session.info:
-        session.info["after_commit"] = []
-    session.info.pop("after_commit_items", None)
+    uow_of(session).forget()
+
+
+@event.listens_for(Session, "after_commit")
+def _events_told(session: Session) -> None:
+    # the unit of work lists the domain events of the transaction under way: a session
+    # that commits many times (a sweep) keeps none of the committed ones
+    uow_of(session).events = []
 
 
 @event.listens_for(Session, "do_orm_execute")
 def _scope_to_tenant(state) -> None:
-    tenant_id = state.session.info.get("tenant_id")
+    tenant_id = uow_of(state.session).tenant_id
     if tenant_id is None or state.is_column_load or state.is_relationship_load:
         return
     if state.is_select or state.is_update or state.is_delete:
@@ -388,7 +392,7 @@ def _tenant_owned_models() -> list[type]:
 
 @event.listens_for(Session, "before_flush")
 def _stamp_tenant(session: Session, _ctx, _instances) -> None:
-    tenant_id = session.info.get("tenant_id")
+    tenant_id = uow_of(session).tenant_id
     if tenant_id is None:
         return
     for obj in session.new | session.dirty:

@@ -8,7 +8,8 @@ part needs from the others:
 - the delivery listeners (interventions, webhook endpoints, external actions) and the
   guard that holds back withdrawn work;
 - the email composers of the team invitation and the console's sign-in link;
-- the domain event handlers (events ingested -> decisions owed);
+- the domain event handlers, run in the publisher's transaction (events ingested ->
+  decisions owed; events stored -> outcomes settled; outbox rows written -> webhooks);
 - the job actors and the periodic jobs.
 
 Nothing registers itself by being imported. `cs serve`, `cs worker`, the dramatiq worker
@@ -35,6 +36,7 @@ from .delivery import service as delivery
 from .external import credentials as platform_urls
 from .external import service as external
 from .interventions import actors as intervention_jobs
+from .interventions import outcomes
 from .interventions import pipeline
 from .jobs import registry
 from .jobs.scheduler import Periodic
@@ -88,6 +90,8 @@ def _listeners() -> None:
 
 def _domain_events() -> None:
     domain_events.handle(domain_events.EventsIngested, decision_requests.owe_after_ingest)
+    domain_events.handle(domain_events.EventsStored, outcomes.settle_after_ingest)
+    domain_events.handle(domain_events.OutboxRowsWritten, webhooks.fan_out_written)
 
 
 def _jobs() -> None:

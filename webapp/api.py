@@ -20,6 +20,7 @@ from cs_daemon.auth.access import ACCESS, refusal
 from cs_daemon.auth.service import Caller
 from cs_daemon.errors import Forbidden, NotFound, RateLimited, ServiceError, Unauthorized, ValidationFailed
 from cs_daemon.runtime import Runtime
+from cs_daemon.uow import uow_of
 
 _PARAM = re.compile(r"{(\w+)}")
 
@@ -156,7 +157,7 @@ def _authorize(rt: Runtime, session, ep: Endpoint) -> Caller | None:
     if not raw or not keys.well_formed(raw):
         raise Unauthorized("missing or malformed API key")
     caller, verdict = admit(session, raw, cache=rt.cache, memo=rt.key_memo, now=rt.now())
-    session.info["tenant_id"] = caller.tenant_id
+    uow_of(session).tenant_id = caller.tenant_id
     logs.set_tenant(caller.tenant_id)
     g.rate_headers = verdict.headers()
     if not verdict.allowed:

@@ -11,6 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ..db import session_scope
+from ..uow import uow_of
 from .models import AgentTokenUse
 
 _table = AgentTokenUse.__table__
@@ -32,7 +33,7 @@ def add(session: Session, tenant_id: str, day: date, tokens: int) -> None:
 def charger(session: Session, tenant_id: str, day: date):
     """A function that adds tokens durably, in a unit of work of its own, next to the
     caller's read-only one (same database settings)."""
-    settings = session.info.get("settings")
+    settings = uow_of(session).settings
 
     def charge(tokens: int) -> None:
         if tokens <= 0 or settings is None:

@@ -23,6 +23,7 @@ from .. import ratelimit
 from ..cache import Cache, MemoryCache, new_token
 from ..errors import Unauthorized
 from ..plans import plan
+from ..uow import uow_of
 from . import keys
 from .memo import TOKEN_TTL, KeyMemo, refusal_key, remember_refusal, token_keys
 from .service import Caller, identify
@@ -57,7 +58,7 @@ def _from_database(session: Session, raw: str, digest: str, memo: KeyMemo | None
         remember_refusal(cache, digest, exc.message)
         raise
     if memo is not None:
-        memo.remember(digest, caller, session.info["tenant"], last_used_at, tokens)
+        memo.remember(digest, caller, uow_of(session).tenant, last_used_at, tokens)
     return caller
 
 

@@ -46,6 +46,7 @@ from ..cache import Cache, make_cache, new_token
 from ..db import on_commit_each
 from ..team.models import Member
 from ..tenants.models import Tenant
+from ..uow import uow_of
 from .models import ApiKey
 from .service import LAST_USED_RESOLUTION, Caller, touch
 
@@ -118,7 +119,7 @@ class KeyMemo:
         entry = self._entries.get(digest)
         if entry is None or entry.caller is None or entry.tokens != tokens or entry.expires <= self.clock():
             return None
-        session.info["tenant"] = _attach(session, entry.tenant)
+        uow_of(session).tenant = _attach(session, entry.tenant)
         if entry.last_used_at is None or now - entry.last_used_at >= LAST_USED_RESOLUTION:
             touch(session, entry.caller.key_id, now)
             entry.last_used_at = now
@@ -157,7 +158,7 @@ def _attach(session: Session, values: dict[str, Any]) -> Tenant:
 def changed(session: Session, tenant_id: str | None) -> None:
     """The credentials of this tenant (None: of some tenant) change if this session
     commits: set a new token once it has (only where the cache is shared: Redis)."""
-    settings = session.info.get("settings")
+    settings = uow_of(session).settings
     if settings is not None and settings.redis_url:
         on_commit_each(session, _new_tokens, (make_cache(settings), tenant_id or ALL))
 
@@ -177,7 +178,7 @@ def _note_flushed(session: Session, _ctx) -> None:
         attr = _TENANT_OF.get(type(obj))
         if attr is not None:
             changed(session, getattr(obj, attr))
-    settings = session.info.get("settings")
+    settings = uow_of(session).settings
     for obj in session.new:
         if isinstance(obj, ApiKey) and settings is not None:
             on_commit_each(session, _forget_refusals, (make_cache(settings), obj.digest))
@@ -197,4 +198,4 @@ def _note_statement(state) -> None:
         return
     table = getattr(state.statement, "table", None)
     if getattr(table, "name", None) in _TABLES:
-        changed(state.session, state.session.info.get("tenant_id"))
+        changed(state.session, uow_of(state.session).tenant_id)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from ..errors import NotFound, Unauthorized, ValidationFailed
 from ..team.models import ROLES, Member
 from ..tenants.models import Tenant
+from ..uow import uow_of
 from . import keys, testmode
 from .access import PERMISSIONS
 from .models import ApiKey
@@ -125,7 +126,7 @@ def identify(session: Session, raw: str | None, *, now: datetime) -> tuple[Calle
     if row is None:
         raise Unauthorized("unknown API key")
     key, tenant, member_role, member_removed = row, row.Tenant, row.member_role, row.removed_at
-    session.info["tenant"] = tenant   # keeps it in the identity map: settings reads need no query
+    uow_of(session).tenant = tenant   # keeps it in the identity map: settings reads need no query
     if key.revoked_at is not None:
         raise Unauthorized("this API key has been revoked")
     if key.member_id is not None and member_removed is not None:

@@ -18,6 +18,7 @@ from ..integrations.http import Outcome
 from ..interventions.models import Intervention
 from ..tenants import service as tenants
 from ..tenants.models import Tenant
+from ..uow import uow_of
 from . import webhook
 from .base import Planned, Undeliverable
 from .payload import customer_of
@@ -41,7 +42,7 @@ def url_of(session: Session, tenant_id: str) -> str | None:
 
 def secret(session: Session, tenant_id: str) -> str:
     """Read at send time, decrypted from where it is kept (docs/tenant-config.md, "The CRM channel")."""
-    found = tenants.crm_secret(session.get(Tenant, tenant_id), session.info["settings"].secret_key)
+    found = tenants.crm_secret(session.get(Tenant, tenant_id), uow_of(session).settings.secret_key)
     if not found:
         raise LookupError("config.crm_webhook_secret is not set")
     return found

@@ -32,6 +32,7 @@ from ..integrations.http import Outcome
 from ..interventions import pipeline
 from ..interventions.models import Intervention
 from ..playbooks.models import Playbook
+from ..uow import uow_of
 from . import in_app_wakeups
 from .base import Planned
 from .in_app_models import InAppMessage
@@ -138,7 +139,7 @@ def withdraw(session: Session, iv: Intervention, now: datetime) -> None:
     session.execute(update(InAppMessage)
                     .where(InAppMessage.intervention_id == iv.id, InAppMessage.withdrawn_at.is_(None))
                     .values(withdrawn_at=now))
-    on_commit(session, wake, session.info["settings"], iv.tenant_id, iv.user_id)
+    on_commit(session, wake, uow_of(session).settings, iv.tenant_id, iv.user_id)
 
 
 # --- reading for a stream -------------------------------------------------------------

@@ -17,6 +17,7 @@ from ..customers.models import Customer
 from ..errors import InvalidState, NotFound
 from ..interventions import outcomes, pipeline
 from ..interventions.models import Intervention
+from ..uow import uow_of
 from . import optout
 from .in_app_tokens import StreamGrant
 
@@ -26,7 +27,7 @@ SHOWN = ("sent", "delivered")
 
 def report(session: Session, grant: StreamGrant, intervention_id: str, action: str, *, now: datetime) -> bool:
     """Record the action; False when it changed nothing (a second click or dismissal)."""
-    session.info["tenant_id"] = grant.tenant_id        # from here on, the token's tenant only
+    uow_of(session).tenant_id = grant.tenant_id     # from here on, the token's tenant only
     logs.set_tenant(grant.tenant_id)
     iv = session.scalars(select(Intervention).where(
         Intervention.id == intervention_id, Intervention.user_id == grant.user_id,

@@ -25,6 +25,7 @@ from .. import logs
 from ..customers.models import Customer
 from ..errors import NotFound, ValidationFailed
 from ..outbox import service as outbox
+from ..uow import uow_of
 
 CHANNELS = ("email", "in_app", "webhook", "crm", "all")
 
@@ -87,7 +88,7 @@ def _bad_token(message: str) -> ValidationFailed:
 def look_up(session: Session, secret_key: str, raw_token: str | None) -> tuple[Unsubscribe, Customer]:
     """What a token names, and its user (NotFound when the user is gone); changes nothing."""
     wanted = read_token(secret_key, raw_token)
-    session.info["tenant_id"] = wanted.tenant_id      # from here on, the token's tenant only
+    uow_of(session).tenant_id = wanted.tenant_id   # from here on, the token's tenant only
     logs.set_tenant(wanted.tenant_id)
     customer = session.get(Customer, (wanted.tenant_id, wanted.user_id))
     if customer is None:

@@ -31,10 +31,10 @@ from sqlalchemy.orm import Session
 
 from .. import domain_events, metrics
 from ..engine import scoring
-from ..interventions import outcomes
 from ..outbox import service as outbox
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
+from ..uow import uow_of
 from . import bulk, snapshots
 from .models import Customer
 from .state import apply_traits, rescore
@@ -95,7 +95,7 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
 def _limit_and_config(session: Session, tenant_id: str) -> tuple[int | None, dict]:
     """The tenant's tracked-user limit and scoring config: from the row authentication
     loaded in this transaction when there is one, else read."""
-    tenant = session.info.get("tenant")
+    tenant = uow_of(session).tenant
     if isinstance(tenant, Tenant) and tenant.id == tenant_id:
         return tenant.tracked_user_limit, tenant_config.scoring_of(tenant.config)
     row = session.execute(select(Tenant.tracked_user_limit, Tenant.config).where(Tenant.id == tenant_id)).one()
@@ -142,7 +142,7 @@ def _count_users(session: Session, tenant_id: str, delta: int) -> None:
 
 
 def _forget_count(session: Session, tenant_id: str) -> None:
-    tenant = session.info.get("tenant")
+    tenant = uow_of(session).tenant
     if isinstance(tenant, Tenant) and tenant.id == tenant_id:
         session.expire(tenant, ["tracked_users"])
 
@@ -205,17 +205,18 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
         changed = rescore(customer, state, config, now)
         changes += changed
         touched[customer.id] = ({r["event"] for r in rows}, bool(changed))
-    # The outcomes come before the outbox rows of the changes (their order since the
-    # start); without open interventions the outbox rows go with the customers' update.
+    # The outcomes (settled by the handler of EventsStored) come before the outbox rows of
+    # the changes (their order since the start); without open interventions the outbox rows
+    # go with the customers' update, and OutboxRowsWritten has their webhooks made.
     out = [] if followers.open_interventions else outbox.rows_of(tenant_id, changes, now=now, test=test)
     _write(session, tenant_id, customers, out, now=now, test=test)
     _forget_loaded(session, tenant_id, customers)
     if followers.open_interventions:
-        outcomes.note_events(session, tenant_id, [(r["user_id"], r["event"], r["timestamp"]) for r in inserted],
-                             now=now, test=test)
+        domain_events.publish(session, domain_events.EventsStored(
+            tenant_id, [(r["user_id"], r["event"], r["timestamp"]) for r in inserted], now, test))
         outbox.record_many(session, tenant_id, changes, now=now, test=test, fan_out=followers.endpoints)
     elif out and followers.endpoints:
-        outbox.fan_out_rows(session, tenant_id, out, now=now, test=test)
+        domain_events.publish(session, domain_events.OutboxRowsWritten(tenant_id, out, now, test))
     return touched, followers
 
 

@@ -16,6 +16,7 @@ from ..errors import NotFound, PlanLimit, ValidationFailed
 from ..outbox import service as outbox
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
+from ..uow import uow_of
 from .ingest import ensure_customers
 from . import snapshots
 from .models import Customer, Event
@@ -32,7 +33,7 @@ def get(session: Session, user_id: str) -> Customer:
 
 
 def _tenant(session: Session) -> str:
-    tenant_id = session.info.get("tenant_id")
+    tenant_id = uow_of(session).tenant_id
     if tenant_id is None:
         raise RuntimeError("customers are read in a tenant session")
     return tenant_id

@@ -16,6 +16,7 @@ from ..learning import service as learning
 from ..playbooks import service as playbooks
 from ..playbooks.models import Playbook
 from ..tenants import config as tenant_config
+from ..uow import uow_of
 
 # what counts toward a playbook's own repeat limits (docs/decisions.md, "Steps and verdicts"):
 # what a user actually got or will get, and the playbook's escalations of the user to the
@@ -33,7 +34,7 @@ def specs(session: Session, active: list[Playbook] | None = None) -> PlaybookSet
     rate moves."""
     rates = playbooks.success_rates(session)
     rows = active if active is not None else playbooks.active(session)
-    key = (session.info.get("tenant_id"),) + tuple((p.id, p.revision, rates.get(p.id)) for p in rows)
+    key = (uow_of(session).tenant_id,) + tuple((p.id, p.revision, rates.get(p.id)) for p in rows)
     return PlaybookSet.cached(key, lambda: [
         PlaybookSpec(p.id, p.name, p.entry_conditions or {}, p.exit_conditions or {}, p.constraints or {},
                      p.strategy_hints or {}, rates.get(p.id), p.lifecycle_area) for p in rows])

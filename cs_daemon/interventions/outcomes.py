@@ -33,6 +33,7 @@ from typing import Iterable
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from .. import domain_events
 from ..customers.models import Customer
 from ..engine import conditions
 from ..learning import service as learning
@@ -91,6 +92,11 @@ def note_events(session: Session, tenant_id: str, events: Iterable[tuple[str, st
             at, name = inside[0]
             responses += respond(session, iv, at=at, response="event", event=name, now=now)
     return responses, settle(session, ivs, now=now)
+
+
+def settle_after_ingest(session: Session, event: domain_events.EventsStored) -> None:
+    """The handler of EventsStored (registered by cs_daemon/wiring.py)."""
+    note_events(session, event.tenant_id, event.events, now=event.now, test=event.test)
 
 
 def _open_of_users(session: Session, user_ids: list[str]) -> list[Intervention]:

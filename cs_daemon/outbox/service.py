@@ -1,7 +1,9 @@
 """Record events, in the caller's transaction: the event's row in the event log
 (`outbox_events`) and one delivery per subscribed endpoint are written together, so a
 committed event can never miss its webhooks, and no event waits to be fanned out
-(docs/architecture.md, "The event log")."""
+(docs/architecture.md, "The event log"). The deliveries are made by the handler of
+`OutboxRowsWritten` the composition root registers (webhooks/service.py): this module
+publishes the event and knows nothing of endpoints."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from datetime import datetime
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
+from .. import domain_events
 from ..db import new_id
-from ..webhooks import service as webhooks
 from .models import OutboxEvent
 
 # PostgreSQL: all rows as one JSON document in one fixed statement (prepared once per connection)
@@ -37,7 +39,7 @@ def record_many(session: Session, tenant_id: str, events: list[tuple[str, dict]]
     else:
         insert_rows(session, rows)
     if fan_out:
-        fan_out_rows(session, tenant_id, rows, now=now, test=test)
+        domain_events.publish(session, domain_events.OutboxRowsWritten(tenant_id, rows, now, test))
     return [r["id"] for r in rows]
 
 
@@ -58,12 +60,6 @@ def pg_part(tenant_id: str, rows: list[dict], *, now: datetime, test: bool) -> t
 
 def insert_rows(session: Session, rows: list[dict]) -> None:
     session.execute(insert(OutboxEvent.__table__), rows)
-
-
-def fan_out_rows(session: Session, tenant_id: str, rows: list[dict], *, now: datetime, test: bool) -> None:
-    """One delivery per subscribed endpoint of each stored outbox row."""
-    webhooks.fan_out(session, tenant_id, [(r["id"], r["event_type"], r["payload"]) for r in rows],
-                     now=now, test=test)
 
 
 def record(session: Session, tenant_id: str, event_type: str, payload: dict, *, now: datetime,

@@ -16,6 +16,7 @@ from typing import Iterator
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
+from .. import uow
 from ..customers.models import Event
 from ..db import new_id
 from ..errors import NotFound
@@ -30,8 +31,7 @@ DECIDED = ("positive", "negative", "neutral")
 @contextmanager
 def _scoped(session: Session, tenant_id: str) -> Iterator[Session]:
     scoped = Session(bind=session.connection(), expire_on_commit=False)
-    scoped.info.update(tenant_id=tenant_id, settings=session.info.get("settings"),
-                       after_commit=session.info.setdefault("after_commit", []))
+    uow.begin(scoped, tenant_id, uow.uow_of(session).settings, after_commit=uow.uow_of(session).after_commit)
     try:
         yield scoped
         scoped.flush()

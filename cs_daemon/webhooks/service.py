@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.orm import Session
 
-from .. import crypto, plans
+from .. import crypto, domain_events, plans
 from ..delivery import service as delivery
 from ..delivery import states as delivery_states
 from ..delivery.models import Delivery
@@ -18,11 +18,12 @@ from ..errors import FeatureNotOnPlan, NotFound, PlanLimit, ValidationFailed
 from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..tenants.models import Tenant
+from ..uow import uow_of
 from . import catalogue
 from .models import WebhookEndpoint
 
 # the channels (channels/webhook.py, channels/crm.py; named here, as the webhook channel
-# imports the outbox, which fans out through this module) that POST over HTTP: their
+# imports the outbox, whose rows this module fans out) that POST over HTTP: their
 # deliveries make the webhook log
 WEBHOOK = "webhook"
 OVER_HTTP = (WEBHOOK, "crm")
@@ -126,7 +127,7 @@ def fan_out(session: Session, tenant_id: str, events: list[tuple[str, str, dict]
             now: datetime, test: bool = False) -> list[Delivery]:
     """One delivery per (event, subscribed active endpoint), in the caller's transaction.
     `events` are (event id, type, payload); `test`: they are test-mode data."""
-    endpoints = list_active(session) if session.info.get("tenant_id") == tenant_id else list(
+    endpoints = list_active(session) if uow_of(session).tenant_id == tenant_id else list(
         session.scalars(select(WebhookEndpoint).where(WebhookEndpoint.tenant_id == tenant_id,
                                                       WebhookEndpoint.active.is_(True))))
     made = []
@@ -139,6 +140,13 @@ def fan_out(session: Session, tenant_id: str, events: list[tuple[str, str, dict]
                     secret_enc=endpoint.secret_enc, event_type=kind, endpoint_id=endpoint.id,
                     subject_id=event_id, headers=headers, test=test, now=now))
     return made
+
+
+def fan_out_written(session: Session, event: domain_events.OutboxRowsWritten) -> None:
+    """The handler of OutboxRowsWritten (registered by cs_daemon/wiring.py): one delivery
+    per subscribed endpoint of each row written."""
+    fan_out(session, event.tenant_id, [(r["id"], r["event_type"], r["payload"]) for r in event.rows],
+            now=event.now, test=event.test)
 
 
 def send_test(session: Session, endpoint_id: str, *, now: datetime) -> Delivery:

@@ -16,6 +16,7 @@ from cs_daemon.auth.admission import admit
 from cs_daemon.auth.memo import KeyMemo
 from cs_daemon.db import get_engine
 from cs_daemon.runtime import Runtime
+from cs_daemon.uow import uow_of
 from tests.cli.conftest import cs  # noqa: F401 (the fixture)
 from tests.conftest import REDIS, auth
 
@@ -174,7 +175,7 @@ def test_the_remembered_tenant_reads_its_tracked_user_count_fresh(tenant, rt):
     with rt.session(atomic=False) as s, Statements(rt) as sql:
         admit(s, tenant.key, cache=rt.cache, memo=rt.key_memo, now=rt.now())
         assert sql.key_reads == 0                              # remembered
-        remembered = s.info["tenant"]
+        remembered = uow_of(s).tenant
         assert isinstance(remembered, Tenant) and s.get(Tenant, tenant.id) is remembered
         assert remembered.tracked_users == 41
 
@@ -186,8 +187,8 @@ def test_a_handler_changing_the_remembered_tenant_changes_no_other_request(clien
     _warm(client, tenant.key)
     with rt.session(atomic=False) as s:
         admit(s, tenant.key, cache=rt.cache, memo=rt.key_memo, now=rt.now())
-        s.info["tenant"].config["scribbled"] = True          # never committed
-        s.info["tenant"].name = "Scribbled"
+        uow_of(s).tenant.config["scribbled"] = True          # never committed
+        uow_of(s).tenant.name = "Scribbled"
         s.expunge_all()
     shown = client.get("/api/settings", headers=auth(tenant.key)).json["tenant"]
     assert shown["name"] == "Acme" and "scribbled" not in shown["config"]

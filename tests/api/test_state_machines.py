@@ -10,6 +10,7 @@ import pytest
 from cs_daemon.errors import InvalidState
 from cs_daemon.interventions import service, states
 from cs_daemon.interventions.models import Intervention
+from cs_daemon.uow import uow_of
 from tests.conftest import auth
 
 PERSON = {  # change -> the service call that asks for it
@@ -22,7 +23,7 @@ PERSON = {  # change -> the service call that asks for it
 ESCALATION = {
     "handle": lambda s, iv, now: service.handle(s, iv, action_taken="called", outcome=None, handled_by="m",
                                                 now=now),
-    "delegate": lambda s, iv, now: service.delegate(s, s.info["tenant_id"], iv, channel="email", now=now),
+    "delegate": lambda s, iv, now: service.delegate(s, uow_of(s).tenant_id, iv, channel="email", now=now),
 }
 
 

@@ -20,6 +20,7 @@ from flask import Response, current_app, redirect, render_template, request, url
 from cs_daemon import logs
 from cs_daemon.console import service as console
 from cs_daemon.errors import ServiceError
+from cs_daemon.uow import uow_of
 
 from . import gateway
 
@@ -94,7 +95,7 @@ def clear_session_cookie(resp: Response, rt) -> None:
 def _signed(rt, session) -> console.Signed | None:
     signed = console.resolve(session, request.cookies.get(COOKIE), now=rt.now())
     if signed is not None:
-        session.info["tenant_id"] = signed.caller.tenant_id
+        uow_of(session).tenant_id = signed.caller.tenant_id
         logs.set_tenant(signed.caller.tenant_id)
     return signed
 

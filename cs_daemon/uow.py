@@ -1,0 +1,67 @@
+"""The unit of work a session carries: what the services of one transaction share
+besides the connection (docs/architecture.md, "The unit of work and domain events").
+
+`session_scope` (cs_daemon/db.py) opens one per session with the settings and the
+tenant; authentication adds the tenant's row; services add the work to run once the
+transaction has committed; `domain_events.publish` records the domain events of the
+transaction. `uow_of(session)` is the one way to reach it: no service reads or writes
+`session.info` itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sqlalchemy.orm import Session
+
+from .config import Settings
+
+_KEY = "uow"
+
+
+@dataclass(eq=False)
+class UnitOfWork:
+    # the tenant every query of the session is limited to (None: not limited)
+    tenant_id: str | None = None
+    # the process's settings, for work that needs them (in-app wake-ups, credentials)
+    settings: Settings | None = None
+    # the tenant's row (tenants.models.Tenant) when authentication loaded it in this
+    # session: kept in the identity map, so settings reads need no query
+    tenant: Any = None
+    # (fn, args) to run once the transaction has committed, in order (dropped on rollback)
+    after_commit: list[tuple[Callable, tuple]] = field(default_factory=list)
+    # for db.on_commit_each: the items collected per function, sent in one call each
+    after_commit_items: dict[Callable, list] = field(default_factory=dict)
+    # the domain events published in the transaction under way, in order
+    # (cs_daemon/domain_events.py; dropped as it commits or rolls back)
+    events: list[object] = field(default_factory=list)
+
+    def forget(self) -> None:
+        """The transaction rolled back: nothing of it is to run or to tell."""
+        self.after_commit = []
+        self.after_commit_items = {}
+        self.events = []
+
+    def committed(self) -> list[tuple[Callable, tuple]]:
+        """The after-commit work, handed over once (the unit of work keeps none of it)."""
+        callbacks, self.after_commit, self.after_commit_items, self.events = self.after_commit, [], {}, []
+        return callbacks
+
+
+def uow_of(session: Session) -> UnitOfWork:
+    """The session's unit of work (an empty one, kept, for a session opened without
+    `session_scope`: not tenant-scoped, no settings)."""
+    uow = session.info.get(_KEY)
+    if uow is None:
+        uow = session.info[_KEY] = UnitOfWork()
+    return uow
+
+
+def begin(session: Session, tenant_id: str | None, settings: Settings | None, *,
+          after_commit: list | None = None) -> UnitOfWork:
+    """Give `session` its unit of work. `after_commit`: a list shared with another unit of
+    work, whose transaction this session's joins (partners/service.py)."""
+    uow = session.info[_KEY] = UnitOfWork(tenant_id=tenant_id, settings=settings)
+    if after_commit is not None:
+        uow.after_commit = after_commit
+    return uow
