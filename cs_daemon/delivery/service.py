@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 from .. import crypto, metrics
 from ..channels import base as channels
 from ..db import locked, new_id, on_commit, on_commit_each
-from ..errors import InvalidState, NotFound
+from ..errors import InvalidState, NotFound, present
 from ..integrations import http
 from ..tenants.models import Tenant
 from . import states
@@ -347,10 +347,7 @@ def reopen(session: Session, delivery_id: str, now: datetime) -> Delivery:
 
 
 def get(session: Session, delivery_id: str) -> Delivery:
-    delivery = session.get(Delivery, delivery_id)
-    if delivery is None:
-        raise NotFound("delivery not found")
-    return delivery
+    return present(session.get(Delivery, delivery_id), "delivery")
 
 
 def attempts_of(session: Session, delivery_ids: list[str]) -> dict[str, list[DeliveryAttempt]]:
