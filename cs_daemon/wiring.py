@@ -40,6 +40,7 @@ from .interventions import outcomes
 from .interventions import pipeline
 from .jobs import registry
 from .jobs.scheduler import Periodic
+from .outbox import actors as event_log_jobs
 from .runtime import Runtime
 from .team import mail as team_mail
 from .tenants import actors as tenant_jobs
@@ -101,6 +102,7 @@ def _jobs() -> None:
         delivery_jobs.send_deliveries, delivery_jobs.sweep_deliveries,
         decision_jobs.decide_owed, decision_jobs.sweep_decisions, decision_jobs.sweep_traces,
         customer_jobs.sweep_scores, intervention_jobs.sweep_outcomes, tenant_jobs.sweep_expiries,
+        event_log_jobs.sweep_event_log,
     ]
     registry.PERIODIC[:] = [
         Periodic("sweep_scores", customer_jobs.SWEEP_EVERY_SECONDS, customer_jobs.sweep_scores.send),
@@ -109,4 +111,5 @@ def _jobs() -> None:
         Periodic("sweep_traces", decision_jobs.TRACE_SWEEP_EVERY_SECONDS, decision_jobs.sweep_traces.send),
         Periodic("sweep_outcomes", intervention_jobs.SWEEP_EVERY_SECONDS, intervention_jobs.sweep_outcomes.send),
         Periodic("sweep_expiries", tenant_jobs.SWEEP_EVERY_SECONDS, tenant_jobs.sweep_expiries.send),
+        Periodic("sweep_event_log", event_log_jobs.SWEEP_EVERY_SECONDS, event_log_jobs.sweep_event_log.send),
     ]

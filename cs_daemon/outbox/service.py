@@ -3,19 +3,28 @@
 committed event can never miss its webhooks, and no event waits to be fanned out
 (docs/architecture.md, "The event log"). The deliveries are made by the handler of
 `OutboxRowsWritten` the composition root registers (webhooks/service.py): this module
-publishes the event and knows nothing of endpoints."""
+publishes the event and knows nothing of endpoints.
+
+The log is read by `listing` (`cs events log`) and kept for each tenant's
+`config.event_log_retention_days` (`remove_expired`, run by outbox/actors.py)."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import insert
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from .. import domain_events
 from ..db import new_id
+from ..tenants.models import Tenant
 from .models import OutboxEvent
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+DELETE_BATCH = 5000         # events removed per transaction by the retention sweep
+MIN_RETENTION_DAYS = 1      # the least config.event_log_retention_days allows
 
 # PostgreSQL: all rows as one JSON document in one fixed statement (prepared once per connection)
 PG_INSERT = """
@@ -65,3 +74,56 @@ def insert_rows(session: Session, rows: list[dict]) -> None:
 def record(session: Session, tenant_id: str, event_type: str, payload: dict, *, now: datetime,
            test: bool = False) -> str:
     return record_many(session, tenant_id, [(event_type, payload)], now=now, test=test)[0]
+
+
+# -- reading the log ---------------------------------------------------------------------------
+
+def listing(session: Session, *, event_type: str | None = None, user_id: str | None = None,
+            since: datetime | None = None, limit: int = DEFAULT_LIMIT) -> list[OutboxEvent]:
+    """The events the service recorded for the session's tenant (whether or not an endpoint
+    was subscribed), newest first, at most `limit`: of one type (`custom.*`, ending in `*`,
+    is every type that starts with `custom.`), about one user (the payload's `user_id`),
+    recorded at or after `since`. The (tenant_id, created_at) index serves the order and
+    `since`; the type and the user are filters on that walk, so a rare user without
+    `since` reads the tenant's whole log, which the retention keeps bounded."""
+    query = (select(OutboxEvent).order_by(OutboxEvent.created_at.desc(), OutboxEvent.id.desc())
+             .limit(max(1, min(limit, MAX_LIMIT))))
+    if event_type:
+        if event_type.endswith("*"):
+            query = query.where(OutboxEvent.event_type.startswith(event_type[:-1], autoescape=True))
+        else:
+            query = query.where(OutboxEvent.event_type == event_type)
+    if user_id:
+        query = query.where(OutboxEvent.payload["user_id"].as_string() == user_id)
+    if since is not None:
+        query = query.where(OutboxEvent.created_at >= since)
+    return list(session.scalars(query))
+
+
+def public(row: OutboxEvent) -> dict:
+    """One logged event as `cs events log --json` shows it."""
+    user_id = row.payload.get("user_id") if isinstance(row.payload, dict) else None
+    return {"id": row.id, "event_type": row.event_type, "user_id": user_id, "test": row.test,
+            "created_at": row.created_at, "payload": row.payload}
+
+
+# -- retention ---------------------------------------------------------------------------------
+
+def tenants_with_old_events(session: Session, now: datetime) -> list[str]:
+    """Tenants holding an event older than the shortest retention (one day): one index
+    probe per tenant, in one query."""
+    old = select(OutboxEvent.id).where(OutboxEvent.tenant_id == Tenant.id,
+                                       OutboxEvent.created_at < now - timedelta(days=MIN_RETENTION_DAYS))
+    return list(session.scalars(select(Tenant.id).where(old.exists()).order_by(Tenant.id)))
+
+
+def remove_expired_batch(session: Session, *, days: float, now: datetime) -> int:
+    """Delete up to DELETE_BATCH of the session's tenant's events older than `days`; how
+    many went (fewer than DELETE_BATCH: none is left)."""
+    cutoff = now - timedelta(days=days)
+    ids = list(session.scalars(select(OutboxEvent.id).where(OutboxEvent.created_at < cutoff)
+                               .order_by(OutboxEvent.created_at).limit(DELETE_BATCH)))
+    if not ids:
+        return 0
+    return session.execute(delete(OutboxEvent).where(OutboxEvent.id.in_(ids))
+                           .execution_options(synchronize_session=False)).rowcount

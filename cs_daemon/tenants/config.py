@@ -35,6 +35,7 @@ DEFAULT_HOLDOUT_PERCENT = 5
 AI_MAX_STEPS = 8
 AI_TIME_BUDGET_S = 20.0
 DEFAULT_TRACE_RETENTION_DAYS = 30
+DEFAULT_EVENT_LOG_RETENTION_DAYS = 30
 MAX_EVENT_NAMES = 100
 # derived when shown, never stored (docs/tenant-config.md, "The CRM channel")
 SHOWN_ONLY = frozenset({"crm_webhook_secret_set"})
@@ -131,6 +132,8 @@ class TenantConfig(_Typed):
     ai_time_budget_s: Annotated[float, Field(gt=0, le=120)] | None = None
     # how long decision traces are kept (docs/decisions.md, "The decision trace")
     trace_retention_days: Annotated[float, Field(ge=1, le=3650)] | None = None
+    # how long the event log keeps each recorded event (docs/architecture.md, "The event log")
+    event_log_retention_days: Annotated[float, Field(ge=1, le=3650)] | None = None
     # scoring (docs/scoring.md)
     milestones: EventNames | None = None
     expansion_events: EventNames | None = None
@@ -177,6 +180,11 @@ class TenantConfig(_Typed):
     @property
     def trace_retention(self) -> float:
         return DEFAULT_TRACE_RETENTION_DAYS if self.trace_retention_days is None else self.trace_retention_days
+
+    @property
+    def event_log_retention(self) -> float:
+        return DEFAULT_EVENT_LOG_RETENTION_DAYS if self.event_log_retention_days is None \
+            else self.event_log_retention_days
 
     @property
     def shadow_mode_expires(self) -> datetime | None:

@@ -36,5 +36,5 @@ def test_wiring_registers_the_channels_the_listeners_and_the_jobs_once():
     assert len(domain_events._handlers[domain_events.EventsIngested]) == 1
     assert {p.name for p in registry.periodic()} == {
         "sweep_scores", "sweep_deliveries", "sweep_decisions", "sweep_outcomes", "sweep_expiries",
-        "sweep_traces"}
+        "sweep_traces", "sweep_event_log"}
     assert "send" in delivery.JOB
