@@ -1,26 +1,5 @@
-"""The agent's cost: CPU per tool-calling step outside the model, and decisions per second
-with a slow model at the worker's concurrency (docs/ai.md, "The agent").
-
-    .venv/bin/python bench/agent.py                 # or --decisions / --delay-ms / --threads
-
-Fresh database (bench/harness.py), a tenant with one `welcome` playbook that may send on
-email or in_app, and --users users ingested in process. The model is the tests' loopback
-OpenAI-compatible server (tests/support/openai_server.py) answering every decision alike:
-get_customer, list_options, get_recent_events, get_history, then decide (5 tool calls over
-5 model calls; `usage` 40 tokens each).
-
-  1. CPU per step: the model answers at once; for --decisions decisions, the agent's run
-     (cs_daemon.agent.service.run: the openai client's requests and parsing, the tools and
-     their queries) in a read-only unit of work, timed with the calling thread's CPU clock
-     (time.thread_time), so the model server's threads are not counted; CPU per step =
-     CPU / tool calls (goal <= 5 ms). Wall time per step is printed beside it.
-  2. Throughput: the model takes --delay-ms per call; decisions (requests.decide_for: propose
-     with the agent, then record) for distinct users from 1 thread and from --threads threads
-     (default: the worker's configured CS_WORKER_THREADS); decisions/s and the speed-up.
-     Decisions are not serialized behind a slow call when the speed-up is close to the
-     number of threads.
-
---strict: exit 1 when the CPU goal is missed or the speed-up is under half the threads."""
+"""The agent's cost: CPU per tool-calling step outside the model (instant loopback model),
+and decisions/s with a slow model from 1 thread and from the worker's threads."""
 
 from __future__ import annotations
 

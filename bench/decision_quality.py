@@ -1,22 +1,9 @@
 """Decision quality of POST /api/decisions/recommend on a simulated population, and its
-latency with 10 options on a tenant with 1M logged decisions.
+latency with 10 options on a tenant with 1M logged decisions against a baseline checkout.
 
-Quality (both backends, through the HTTP API): USERS users of four kinds (plan × region);
-each kind answers a different one of five actions best (hidden success rates, RATES).
-Each of DECISIONS rounds picks a user, asks recommend (context: plan and region), dispatches
-the recommended action with the decision_id and reports its outcome, drawn from the hidden
-rate. The same rounds (same users, same random outcomes) are replayed offline for the
-oracle (the best action per kind), the best single action, uniform random and the previous
-greedy estimator (the formula recommend used before the learner: outcomes blended by
-lifecycle stage, ties in the caller's order). Success rates are expected ones (the hidden
-rate of the action chosen), per window and over the second half. Goal: second half ≥ 0.9 ×
-oracle and ≥ 1.8 × best single action.
-
-Latency (PostgreSQL): 1M logged recommendations with outcomes (and their 1M external
-actions, which the previous recommend aggregated) are seeded in SQL, the counts built from
-them; then recommend with 10 options is timed, interleaved, against today's main checkout
-(--baseline, default /work/main) on the same database. p50/p99 over HTTP.
-"""
+Quality: USERS users of four kinds, each answering a different one of five actions best
+(hidden rates, RATES); the same rounds are replayed offline for the oracle, the best single
+action, uniform random and the previous greedy estimator."""
 
 from __future__ import annotations
 

@@ -1,34 +1,8 @@
 """Soak: steady mixed load on `cs serve` in production mode for --minutes; memory and backlog trend.
 
-    .venv/bin/python bench/soak.py                      # 30 minutes
-    .venv/bin/python bench/soak.py --minutes 10 --rate 4
-
-On a fresh database (bench/harness.py) with a tenant on the "scale" plan, it starts
-`cs serve` in production mode (the supervisor, gunicorn with CS_WEB_PROCESSES gthread
-processes, Dramatiq with CS_WORKER_PROCESSES x CS_WORKER_THREADS), a loopback SMTP
-server (aiosmtpd) and two loopback HTTP receivers (the webhook endpoint and an action
-type's delivery webhook), then runs the load of the fault campaign
-(tests/support/workload.py: tracked events, email, webhook and in_app interventions
-approved, external action dispatches; each tracked batch and delivered intervention fans
-out to the endpoint) at --rate units a second, spread over --threads client threads.
-
-Every --every seconds it samples each process of the daemon's tree (by role: supervisor,
-gunicorn master and workers, dramatiq master and workers) for its resident memory (RSS,
-from /proc) and the backlogs: the job queue in Redis (messages queued, delayed for a
-retry), the deliveries open in the database (and those due more than a minute ago, which
-no queue holds any more), decision requests owed; and what was done in the interval
-(requests by status, deliveries delivered). It prints a row a sample and at the end the
-table again with the verdict:
-
-  memory: after the warm-up (--warmup minutes), no process's RSS grows by more than
-    --growth-mb MB and --growth-pct % from its first sample after the warm-up to the
-    mean of the last three samples (a process that restarted is reported, not judged);
-    each process's trend after the warm-up (MB an hour, least squares) is printed too;
-  backlog: the overdue deliveries and the queued messages at the end are at most
-    --backlog-slack above their median after the warm-up (no growing backlog), and
-    nothing is overdue more than a minute at the end.
-
---strict: exit 1 when the verdict is not ok."""
+The verdict: after the warm-up no process's RSS grows more than --growth-mb and
+--growth-pct (first sample after the warm-up to the mean of the last three), and the
+overdue deliveries and queued messages end at most --backlog-slack above their median."""
 
 from __future__ import annotations
 

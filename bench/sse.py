@@ -1,33 +1,5 @@
-"""In-app streams: concurrent open streams one daemon holds on this machine (held past two
-heartbeats), the API processes' memory per stream and their CPU while the streams are idle,
-and delivery latency p50/p99 from approve to the message on a stream with 10,000 open.
-
-    .venv/bin/python bench/sse.py                                   # levels 1000,5000,10000
-    .venv/bin/python bench/sse.py --levels 100,200 --latency-at 200 --samples 50 --heartbeat 2   # a quick run
-
-  1. on a fresh database (bench/harness.py) with a tenant on the "scale" plan, starts
-     `cs serve` in production mode: the supervisor runs gunicorn (CS_WEB_PROCESSES
-     processes, whose event loop holds the streams, docs/channels.md "Capacity") and the
-     Dramatiq worker (CS_WORKER_PROCESSES x CS_WORKER_THREADS); makes the users (POST
-     /api/track, $identify) and one stream token each (minted with the daemon's secret);
-  2. capacity: opens streams in steps up to each level (the streams of the previous level
-     stay open), one per user, at most 100 connects in flight; a stream counts as open once
-     its first chunk came (200 and `retry:`). A refused stream (429) is retried after its
-     Retry-After, as the SDK does, at most --retries times. Each level is then held for
-     --hold seconds (at least two heartbeats of --heartbeat seconds) and the streams still
-     open are counted, with the RSS and threads of the API processes and the CPU of each
-     process family over the hold (the streams idle: heartbeats only);
-  3. latency, once --latency-at streams are open: approves --samples in_app interventions
-     (planned beforehand, each for another user with an open stream) at --rate a second,
-     each timed from sending PUT /api/interventions/{id}/approve until its message line is
-     read on that user's stream, split by the rows' timestamps into the job queue
-     (approved -> queued) and the stream (queued -> written); then waits until all of them
-     are `delivered`, and prints the CPU of each process family during the approvals.
-
-The client is one asyncio process with raw sockets (HTTP/1.0, so the stream comes without
-chunking) and approvals through a small thread pool; its file limit is raised to the hard
-limit (the daemon inherits it).
-"""
+"""In-app streams: streams one daemon holds past two heartbeats, memory per stream, idle CPU,
+and approve -> message latency at given stream counts (one asyncio client, raw sockets)."""
 
 from __future__ import annotations
 
