@@ -390,22 +390,15 @@ def compile_hand(specs: list[PlaybookSpec]):
 def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) -> dict:
     playbooks = PlaybookSet(specs)
     hand, src = compile_hand(specs)
-    # agreement, user by user
-    diffs = []
-    for case in users:
-        made = decide(case.user, playbooks, case.history, now=NOW, every=True)
-        got = hand(case.user, case.counts, case.history, NOW)
-        want = (made.matched_playbooks, made.playbook_id, made.action, made.channel)
-        if got != want:
-            diffs.append((case.user.user_id, want, got))
+    made = [decide(c.user, playbooks, c.history, now=NOW, every=True) for c in users]
+    diffs = [(c.user.user_id, want, got) for c, m in zip(users, made)
+             if (got := hand(c.user, c.counts, c.history, NOW)) != (want := (m.matched_playbooks, m.playbook_id,
+                                                                            m.action, m.channel))]
     times, _ = h.sides({"decide": lambda: [decide(c.user, playbooks, c.history, now=NOW, every=True) for c in users],
                         "hand": lambda: [hand(c.user, c.counts, c.history, NOW) for c in users]}, passes, 1)
-    stats = {k: [t / len(users) * 1e6 for t in v] for k, v in times.items()}
-    picked = sum(1 for case in users
-                 if decide(case.user, playbooks, case.history, now=NOW, every=True).playbook_id is not None)
-    matched = statistics.fmean(decide(c.user, playbooks, c.history, now=NOW, every=True).matched_playbooks
-                               for c in users)
-    return {"stats": stats, "diffs": diffs, "picked": picked, "matched": matched, "src": src}
+    return {"stats": {k: [t / len(users) * 1e6 for t in v] for k, v in times.items()}, "diffs": diffs, "src": src,
+            "picked": sum(m.playbook_id is not None for m in made),
+            "matched": statistics.fmean(m.matched_playbooks for m in made)}
 
 
 # --- over HTTP ---------------------------------------------------------------------------------
@@ -513,19 +506,16 @@ def run(bench: h.Bench, args) -> int:
              for i, pb in enumerate(playbooks)]
     clauses = event_clauses(playbooks)
     users = make_users(args.contexts, args.seed, clauses, ids, tenant_day_counts(args.seed, ids))
-    leaves = [sum(1 for _ in _leaves(pb["entry_conditions"])) for pb in playbooks]
     h.say(f"in process: {N_PLAYBOOKS} playbooks, {args.contexts} user contexts, {args.passes} passes")
     probe = h.LoadProbe()
-    ip = in_process(specs, users, args.passes)
-    ip_load = probe.line()
+    ip, ip_load = in_process(specs, users, args.passes), probe.line()
     if args.show_hand:
         print(ip["src"])
     http = None if args.skip_http else http_part(bench, args, playbooks)
 
     st = ip["stats"]
     d, hd = (statistics.median(st[k]) for k in ("decide", "hand"))
-    print(f"\nDecisions: {N_PLAYBOOKS} active playbooks, entry conditions of {min(leaves)}-{max(leaves)} leaves "
-          f"(mean {statistics.fmean(leaves):.1f}), {len(clauses)} distinct event clauses, "
+    print(f"\nDecisions: {N_PLAYBOOKS} active playbooks, {len(clauses)} distinct event clauses, "
           f"{sum(1 for pb in playbooks if pb['exit_conditions'])} with exit conditions")
     print(f"  in process: {args.contexts} user contexts (Facts with precomputed event counts), median of "
           f"{args.passes} passes, interleaved; {ip_load}")
@@ -553,17 +543,6 @@ def run(bench: h.Bench, args) -> int:
         print(f"    responses: {http['actions']}, {http['matched']:.1f} matched playbooks and "
               f"{http['bytes'] / 1024:.1f} KiB on average")
     return 1 if args.strict and (d / hd > GOAL or not agree) else 0
-
-
-def _leaves(tree):
-    node = conditions.fields_of(tree)
-    for key in ("all", "any"):
-        for child in node.get(key, []):
-            yield from _leaves(child)
-    if "not" in node:
-        yield from _leaves(node["not"])
-    if "field" in node or "event" in node:
-        yield node
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ at the end, also on an error or SIGTERM), options, interleaved timing, tables, C
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import secrets
@@ -132,7 +133,6 @@ def _machine() -> tuple[float, float]:
 
 
 class LoadProbe:
-
     def __init__(self):
         self.load0 = os.getloadavg()[0]
         self.busy0, self.all0 = _machine()
@@ -195,7 +195,6 @@ def stores(dbname: str, table: dict | None = None) -> dict[str, list[int]]:
 
 
 class Server:
-
     def __init__(self, name: str, argv: list[str], env: dict, tmp: Path, port: int = 0):
         self.name, self.port = name, port
         self.tree = Tree(Service(argv, env=env, cwd=tmp, log=tmp / f"{name}.log", new_session=True))
@@ -247,21 +246,16 @@ class Server:
 
 
 class Bench:
-
     def __init__(self, name: str, keep_db: bool = False):
         self.name, self.tag, self.keep_db = name, uuid.uuid4().hex[:10], keep_db
         self.prefix = f"csbench-{name}-{self.tag[:8]}"
         self.secret = secrets.token_hex(32)
         self.tmp = Path(tempfile.mkdtemp(prefix=f"cs-bench-{name}-"))
         self.created: list[str] = []
-        self.kept: list[str] = []
         self.servers: list[Server] = []
         self.cleanups: list[Callable[[], object]] = []
 
-    def database(self, suffix: str = "", reuse: str = "") -> str:
-        if reuse:
-            self.kept.append(reuse)
-            return reuse
+    def database(self, suffix: str = "") -> str:
         dbname = f"cs_bench_{self.name}_{self.tag}{suffix}"
         with psycopg.connect(conninfo(), autocommit=True, connect_timeout=5) as conn:
             conn.execute(f'CREATE DATABASE "{dbname}"')
@@ -356,12 +350,10 @@ class Bench:
         from cs_daemon.db import dispose_engines
 
         attempt("disposing engines", dispose_engines)
-        for dbname in self.created + self.kept:
-            if self.keep_db or dbname in self.kept:
-                done.append(f"database {dbname} kept")
-            else:
+        for dbname in self.created:
+            if not self.keep_db:
                 attempt(f"dropping database {dbname}", lambda: drop(dbname))
-                done.append(f"database {dbname} dropped")
+            done.append(f"database {dbname} {'kept' if self.keep_db else 'dropped'}")
         attempt(f"deleting Redis keys {self.prefix}:*", lambda: done.append(f"{unset(self.prefix)} Redis keys deleted"))
         shutil.rmtree(self.tmp, ignore_errors=True)
         say(f"teardown: {', '.join(done) or 'nothing to undo'}")
@@ -375,11 +367,9 @@ def drop(dbname: str) -> None:
 
 
 def unset(prefix: str) -> int:
-    client = redis.Redis.from_url(REDIS, socket_timeout=5)
-    keys = list(client.scan_iter(f"{prefix}:*", count=1000))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    with contextlib.closing(redis.Redis.from_url(REDIS, socket_timeout=5)) as client:
+        if keys := list(client.scan_iter(f"{prefix}:*", count=1000)):
+            client.delete(*keys)
     return len(keys)
 
 
@@ -442,9 +432,8 @@ def main(name: str, doc: str, options: str, run: Callable, check: Callable | Non
 
 
 class Api:
-
     def __init__(self, url: str, key: str):
-        self.url, self.headers, self._local = url, {"Authorization": f"Bearer {key}"}, threading.local()
+        self.url, self.key, self.headers, self._local = url, key, {"Authorization": f"Bearer {key}"}, threading.local()
 
     @property
     def session(self) -> requests.Session:

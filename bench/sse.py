@@ -4,6 +4,7 @@ and approve -> message latency at given stream counts (one asyncio client, raw s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import resource
 import sys
@@ -60,13 +61,9 @@ def api_footprint(daemon: h.Server) -> tuple[float, int]:
     """(RSS MiB, threads) summed over the gunicorn worker processes."""
     rss, threads = 0, 0
     for pid in api_processes(daemon):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        rss += int(fields["VmRSS"].split()[0])
-        threads += int(fields["Threads"])
+        with contextlib.suppress(OSError):
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+            rss, threads = rss + int(status["VmRSS"].split()[0]), threads + int(status["Threads"])
     return rss / 1024, threads
 
 
@@ -78,9 +75,9 @@ def families(env) -> dict[str, list[int]]:
 
 
 def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[dict[str, str], str]:
-    """The users, a stream token each (the first through POST /api/in-app/tokens, the rest
-    minted here with the daemon's secret, the same way), and a playbook."""
-    from cs_daemon.channels import in_app_tokens   # the bench's own imports stay light until here
+    """The users, a stream token each (the first through the API, the rest minted here the same
+    way), and a playbook."""
+    from cs_daemon.channels import in_app_tokens
 
     for i in range(0, len(users), 100):
         api.call("POST", "/api/track", {"events": [{"user_id": u, "event": "$identify"} for u in users[i:i + 100]]})
@@ -111,10 +108,7 @@ class Stream:
 
 class Streams:
     def __init__(self, port: int, retries: int):
-        self.port = port
-        self.retries = retries
-        self.all: list[Stream] = []
-        self.by_user: dict[str, Stream] = {}
+        self.port, self.retries, self.all = port, retries, []
         self.waiting: dict[str, asyncio.Future] = {}
         self.gate = asyncio.Semaphore(CONNECTS_IN_FLIGHT)
 
@@ -140,8 +134,7 @@ class Streams:
             stream.status = int(head.split(" ", 2)[1])
             if stream.status != 200:
                 stream.refusals += 1
-                retry = [line.split(":", 1)[1] for line in head.split("\r\n")
-                         if line.lower().startswith("retry-after:")]
+                retry = [line.split(":", 1)[1] for line in head.split("\r\n") if line.lower().startswith("retry-after:")]
                 writer.close()
                 stream.ended = f"HTTP {stream.status}"
                 return float(retry[0]) if retry else 5.0
@@ -173,15 +166,12 @@ class Streams:
     def start(self, streams: list[Stream]) -> None:
         for s in streams:
             self.all.append(s)
-            self.by_user[s.user] = s
             s.task = asyncio.ensure_future(self.run(s))
 
     async def settled(self, streams: list[Stream], timeout: float) -> None:
         """Wait until each stream is open, or has given up."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(s.open or s.task.done() for s in streams):
-                return
+        while time.monotonic() < deadline and not all(s.open or s.task.done() for s in streams):
             await asyncio.sleep(0.1)
 
     def close_all(self) -> None:
@@ -261,11 +251,8 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
 
 
 def queued_jobs(env) -> int:
-    client = redis.Redis.from_url(h.REDIS)
-    try:
+    with contextlib.closing(redis.Redis.from_url(h.REDIS)) as client:
         return int(client.hlen(f"{env.prefix}:dramatiq:default.msgs"))
-    finally:
-        client.close()
 
 
 def settled_statuses(env, planned: list[str], timeout: float = 60.0) -> list[str]:
@@ -281,8 +268,7 @@ def settled_statuses(env, planned: list[str], timeout: float = 60.0) -> list[str
 
 
 def stages(env, planned: list[str]) -> dict[str, list[float]]:
-    """Where the time went, from the rows' own timestamps (one clock: this machine's):
-    approved -> message queued by the worker's delivery job -> written to the stream."""
+    """From the rows' timestamps: approved -> queued by the delivery job -> written to the stream."""
     with psycopg.connect(h.conninfo(env.db)) as conn:
         rows = conn.execute(
             "SELECT extract(epoch FROM m.created_at - i.approved_at) * 1000, "
@@ -314,9 +300,8 @@ async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[li
                 else:
                     h.say(f"  latency: {a.samples} approvals at {a.rate}/s ...")
                     # a fresh client: connections idle since the seeding may have been closed by the server
-                    fresh = h.Api(api.url, "")
-                    fresh.headers = api.headers
-                    latency[level] = await measure_latency(env, fresh, streams, pid, a.samples, a.rate)
+                    latency[level] = await measure_latency(env, h.Api(api.url, api.key), streams, pid, a.samples,
+                                                           a.rate)
             if result["held"] < level:
                 break                  # the bounded search ends at the first level not held
     finally:
@@ -383,13 +368,9 @@ def run(bench: h.Bench, args) -> int:
 
 def check(args) -> str | None:
     try:
-        args.levels = sorted({int(x) for x in args.levels.split(",")})
+        args.levels, args.latency_at = (sorted({int(x) for x in v.split(",")}) for v in (args.levels, args.latency_at))
     except ValueError:
-        return "--levels takes stream counts separated by commas"
-    try:
-        args.latency_at = sorted({int(x) for x in args.latency_at.split(",")})
-    except ValueError:
-        return "--latency-at takes stream counts separated by commas"
+        return "--levels and --latency-at take stream counts separated by commas"
     if not set(args.latency_at) <= set(args.levels) or args.samples > min(args.latency_at):
         return "--latency-at must name levels of --levels, and --samples be at most the smallest"
 
