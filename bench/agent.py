@@ -20,10 +20,8 @@ OPTIONS = """
 --delay-ms 300 the slow model's time per call, in milliseconds
 --threads 0 decision threads of the throughput part (0: the worker's configured CS_WORKER_THREADS)
 --slow-decisions 24 decisions per throughput run
---profile 0 print the top N functions by cumulative time of the CPU part (0: no profile)
 --strict exit 1 when a goal is missed
 """
-
 
 def responder(delay_s: float):
     """Answer by how far the conversation is: the next read tool, then decide."""
@@ -40,7 +38,6 @@ def responder(delay_s: float):
         return tool_reply(tool_call("decide", {"option_id": options[-1]["option_id"], "reasoning": "bench",
                                                "confidence": 0.7}), total_tokens=40, delay_s=delay_s)
     return answer
-
 
 def setup(bench: h.Bench, args, model: OpenAIServer):
     from webapp import create_app
@@ -65,7 +62,6 @@ def setup(bench: h.Bench, args, model: OpenAIServer):
         if resp.status_code != 200:
             raise h.BenchError(f"track answered {resp.status_code}: {resp.json}")
     return rt, tenant
-
 
 def cpu_per_step(rt, tenant, users: list[str]) -> dict:
     from cs_daemon.agent import service as agent_service
@@ -98,7 +94,6 @@ def cpu_per_step(rt, tenant, users: list[str]) -> dict:
     return {"decisions": len(users), "steps": steps, "cpu_ms_per_step": 1000 * cpu / steps,
             "wall_ms_per_step": 1000 * wall / steps}
 
-
 def throughput(rt, tenant, users: list[str], threads: int) -> float:
     from cs_daemon.decisions import requests
 
@@ -109,7 +104,6 @@ def throughput(rt, tenant, users: list[str], threads: int) -> float:
     if sum(m is not None for m in made) != len(users):
         raise h.BenchError("a decision made no intervention")
     return len(users) / elapsed
-
 
 def run(bench: h.Bench, args) -> int:
     probe = h.LoadProbe()
@@ -123,14 +117,6 @@ def run(bench: h.Bench, args) -> int:
     users = iter(f"u{i}" for i in range(args.users))
     take = lambda n: [next(users) for _ in range(n)]   # noqa: E731
     cpu_per_step(rt, tenant, take(10))                                    # warm-up
-    if args.profile:
-        import cProfile
-        import pstats
-
-        prof = cProfile.Profile()
-        prof.runcall(cpu_per_step, rt, tenant, take(args.decisions))
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
-        return 0
     fast = cpu_per_step(rt, tenant, take(args.decisions))
     threads = args.threads or rt.settings.cs_worker_threads
     model.responder = responder(args.delay_ms / 1000)
@@ -146,7 +132,6 @@ def run(bench: h.Bench, args) -> int:
     print(probe.line())
     missed = fast["cpu_ms_per_step"] > GOAL_MS or many / one < threads / 2
     return 1 if args.strict and missed else 0
-
 
 if __name__ == "__main__":
     sys.exit(h.main("agent", __doc__, OPTIONS, run))

@@ -28,10 +28,8 @@ OPTIONS = """
 --strict         exit 1 when the p50 ratio misses the goal
 """
 
-
 bare = Flask("bare", static_folder=None)   # the baseline: `gunicorn api_overhead:bare`
 _conn: list = [None, None]   # one connection a worker process, opened after the fork
-
 
 @bare.get("/bare")
 def bare_route() -> Response:
@@ -39,7 +37,6 @@ def bare_route() -> Response:
         _conn[:] = psycopg.connect(os.environ["BENCH_PG_CONNINFO"], autocommit=True, connect_timeout=3), os.getpid()
     row = _conn[0].execute("SELECT id, name FROM tenants LIMIT 1").fetchone()
     return Response(json.dumps({"id": row[0], "name": row[1]} if row else None), mimetype="application/json")
-
 
 def drive(session: requests.Session, url: str, headers: list[dict], n: int, done: int, latencies: list | None) -> None:
     perf = time.perf_counter
@@ -53,7 +50,6 @@ def drive(session: requests.Session, url: str, headers: list[dict], n: int, done
         if latencies is not None:
             latencies.append(t1 - t0)
 
-
 def run(bench: h.Bench, args) -> int:
     from cs_daemon.plans import plan
 
@@ -62,11 +58,9 @@ def run(bench: h.Bench, args) -> int:
     # a key never over the limit in total is never over it within a minute
     keys_needed = max(1, args.keys, math.ceil((args.warmup + args.requests + 1) / (limit * 0.9)))
     db = bench.database()
-    h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, PLAN, keys=keys_needed)
     auth = [{"Authorization": f"Bearer {k}"} for k in tenant.keys]
-    (ours_srv, first), bare_srv = bench.api(db, auth[0], PLAN), bench.gunicorn(db, "api_overhead:bare", "bare", h.BENCH)
-    bare_srv.wait_http("/bare")
+    (ours_srv, first), bare_srv = bench.api(db, auth[0], PLAN), bench.gunicorn(db, "api_overhead:bare", "bare", h.BENCH, "/bare")
     h.say(f"servers up after {time.monotonic() - t_start:.1f} s; warming up")
     targets = {"GET /api/settings": (ours_srv.url("/api/settings"), auth), "GET /bare": (bare_srv.url("/bare"), [{}])}
     lat: dict[str, list[float]] = {t: [] for t in targets}
@@ -108,11 +102,9 @@ def run(bench: h.Bench, args) -> int:
               "less reliable - rerun on a quiet machine")
     return 1 if args.strict and ratio > GOAL else 0
 
-
 def check(args) -> str | None:
     if not 1 <= args.keys <= 100:
         return "--keys takes 1 to 100"
-
 
 if __name__ == "__main__":
     sys.exit(h.main("api", __doc__, OPTIONS, run, check))

@@ -34,19 +34,15 @@ RATES = {kind: {a: (0.6 if i == k else 0.1 + 0.03 * ((i + k) % 4)) for i, a in e
          for k, kind in enumerate(KINDS)}
 BEST = {kind: max(r, key=r.get) for kind, r in RATES.items()}
 WINDOW = 100
-READY = (200, 503)      # up; no `cs worker` runs, so health says degraded
-
 
 def population(users: int, seed: int) -> list[tuple[str, tuple[str, str]]]:
     world = random.Random(seed)
     return [(f"sim-{i}", world.choice(KINDS)) for i in range(users)]
 
-
 def rounds(people, decisions: int, seed: int) -> list[tuple[str, tuple[str, str], float]]:
     """Who is decided for in each round, and the uniform draw that settles the outcome."""
     world = random.Random(seed + 1)
     return [(*world.choice(people), world.random()) for _ in range(decisions)]
-
 
 def greedy_previous(plan):
     """recommend before the learner: (1 + s_stage + s_all/2) / (2 + n_stage + n_all/2); every
@@ -60,10 +56,8 @@ def greedy_previous(plan):
         n[pick] += 1
         yield pick
 
-
 def expected(plan, picks) -> list[float]:
     return [RATES[kind][pick] for (_, kind, _), pick in zip(plan, picks)]
-
 
 def serve_embedded(bench: h.Bench):
     """The app on SQLite (embedded) in this process, served on loopback by werkzeug."""
@@ -88,7 +82,6 @@ def serve_embedded(bench: h.Bench):
     bench.cleanups.append(server.shutdown)
     return rt, f"http://{h.HOST}:{server.server_port}"
 
-
 def setup_tenant(api: h.Api, people) -> None:
     for action in ACTIONS:
         api.call("POST", "/api/external/action-types", {
@@ -98,7 +91,6 @@ def setup_tenant(api: h.Api, people) -> None:
         api.call("POST", "/api/track", {"events": [
             {"user_id": uid, "event": "$identify", "properties": {"plan": kind[0], "region": kind[1]}}
             for uid, kind in people[i:i + 100]]})
-
 
 def run_engine(api: h.Api, plan) -> list[str]:
     picks = []
@@ -114,7 +106,6 @@ def run_engine(api: h.Api, plan) -> list[str]:
         picks.append(pick)
     return picks
 
-
 def quality(bench: h.Bench, args, backend: str) -> dict:
     people = population(args.users, args.seed)
     plan = rounds(people, args.decisions, args.seed)
@@ -122,7 +113,6 @@ def quality(bench: h.Bench, args, backend: str) -> dict:
         db = bench.database("_q")
         tenant = bench.tenant(db)
         srv = bench.gunicorn(db, ALLOW_PRIVATE_WEBHOOK_URLS="true", CS_LOG_LEVEL="WARNING")
-        srv.wait_http("/api/health", ok=READY)
         api = h.Api(srv.url(), tenant.key)
     else:
         rt, url = serve_embedded(bench)
@@ -142,7 +132,6 @@ def quality(bench: h.Bench, args, backend: str) -> dict:
     greedy = expected(plan, list(greedy_previous(plan)))
     return {"engine": engine, "oracle": oracle, f"best single ({best_single})": single, "uniform": uniform,
             "previous greedy": greedy, "seconds": seconds}
-
 
 def report(backend: str, res: dict, decisions: int) -> list[str]:
     names = [k for k in res if k != "seconds"]
@@ -170,7 +159,6 @@ def report(backend: str, res: dict, decisions: int) -> list[str]:
     if vs_single < 1.8:
         missed.append(f"{backend}: engine / best single {vs_single:.2f} < 1.8")
     return missed
-
 
 # -- latency ------------------------------------------------------------------------------
 
@@ -203,7 +191,6 @@ FROM decision_log, LATERAL (VALUES ('*'),
 WHERE tenant_id = %(t)s::varchar GROUP BY choice, k;
 """
 
-
 def latency(bench: h.Bench, args) -> None:
     import psycopg
 
@@ -219,8 +206,6 @@ def latency(bench: h.Bench, args) -> None:
     h.say(f"seeded in {time.monotonic() - started:.0f} s")
     ours = bench.gunicorn(db, CS_LOG_LEVEL="WARNING")
     base = bench.gunicorn(db, name="baseline", path=Path(args.baseline), CS_LOG_LEVEL="WARNING")
-    for srv in (ours, base):
-        srv.wait_http("/api/health", ok=READY)
     h.Api(ours.url(), tenant.key).call("POST", "/api/track", {"events": [{"user_id": "lat-1", "event": "x"}]})
     body = {"user_id": "lat-1", "domain": "loyalty", "available_actions": [f"act_{i}" for i in range(10)],
             "context": {"plan": "smb"}}
@@ -232,7 +217,6 @@ def latency(bench: h.Bench, args) -> None:
     print(h.table(rows, ["side", "p50 ms", "p99 ms"]))
     print(f"  p50 ours / today = {h.percentile(times['ours'], 50) / h.percentile(times['today'], 50):.2f} (goal ≤ 1.0)")
 
-
 def run(bench: h.Bench, args) -> int:
     missed = []
     for backend in args.backends.split(",") if not args.skip_quality else ():
@@ -242,7 +226,6 @@ def run(bench: h.Bench, args) -> int:
     for line in missed:
         h.say("goal missed: " + line)
     return 1 if args.strict and missed else 0
-
 
 if __name__ == "__main__":
     sys.exit(h.main("decision_quality", DOC, OPTIONS, run))

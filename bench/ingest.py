@@ -86,7 +86,6 @@ EVENT_MIX = [
     ("$locale", 0.5), ("seat_added", 0.5), ("plan_upgraded", 0.3),
 ]
 
-
 # the properties of each event name, drawn in this order (c: choice, r: randrange, p: random, u: user number)
 PROPS = {
     "page_viewed": lambda c, r, p, u: {"path": c(PATHS), "referrer": c(REFERRERS), "duration_ms": r(200, 90_000)},
@@ -110,10 +109,8 @@ PROPS = {
     "plan_upgraded": lambda c, r, p, u: {"from_plan": "starter", "to_plan": c(["growth", "scale"])},
 }
 
-
 def _props(rng: random.Random, name: str, user_no: int) -> dict:
     return PROPS[name](rng.choice, rng.randrange, rng.random, user_no)
-
 
 @dataclass
 class Corpus:
@@ -132,7 +129,6 @@ class Corpus:
 
     def batch_events(self, b: int) -> int:
         return len(self.columns[b][0])
-
 
 def make_corpus(n_events: int, n_users: int, batch: int, dup_rate: float, seed: int,
                 anchor: datetime, user_prefix: str = "user") -> Corpus:
@@ -174,7 +170,6 @@ def make_corpus(n_events: int, n_users: int, batch: int, dup_rate: float, seed: 
         c.columns.append((c.users[b:e], c.names[b:e], c.props[b:e], c.ts[b:e], c.keys[b:e]))
     return c
 
-
 # --- the baseline: raw psycopg, one transaction a batch: the events from arrays (duplicate keys
 # dropped, key order so that a retry racing its original cannot deadlock), then one upsert of
 # the users' customers rows (sorted); no HTTP, authentication, validation or scoring
@@ -196,7 +191,6 @@ ON CONFLICT (tenant_id, id) DO UPDATE SET
     last_activity_at = GREATEST(customers.last_activity_at, EXCLUDED.last_activity_at), updated_at = EXCLUDED.updated_at
 """
 
-
 def write_batch(conn: psycopg.Connection, tenant_id: str, users: list[str], events: list[str],
                 props: list[str], ts: list[str], keys: list[str]) -> tuple[int, int]:
     now = datetime.now(timezone.utc)
@@ -213,7 +207,6 @@ def write_batch(conn: psycopg.Connection, tenant_id: str, users: list[str], even
     conn.commit()
     return len(rows), len(last)
 
-
 def write_batch_retrying(conn: psycopg.Connection, tenant_id: str, batch, attempts: int = 3) -> tuple[int, int, int]:
     for attempt in range(attempts):
         try:
@@ -223,9 +216,7 @@ def write_batch_retrying(conn: psycopg.Connection, tenant_id: str, batch, attemp
             if attempt + 1 == attempts:
                 raise
 
-
 # --- passes: client processes -------------------------------------------------------------
-
 
 @dataclass
 class Tally:
@@ -274,7 +265,6 @@ class Tally:
     def pct(self, p: float) -> float:
         return h.percentile(self.latencies, p) * 1000 if self.latencies else float("nan")
 
-
 def _service_worker(job: dict, batch_ids: list[int], deadline: float, start, res: Tally) -> None:
     corpus, headers, perf = job["corpus"], job["headers"], time.perf_counter
     start.wait()
@@ -315,7 +305,6 @@ def _service_worker(job: dict, batch_ids: list[int], deadline: float, start, res
         res.over_limit += out["over_limit"]
     res.cpu_clients = time.process_time() - c0
 
-
 def _baseline_worker(job: dict, batch_ids: list[int], deadline: float, start, res: Tally) -> None:
     corpus, perf = job["corpus"], time.perf_counter
     with psycopg.connect(job["conninfo"], connect_timeout=5) as conn:
@@ -340,7 +329,6 @@ def _baseline_worker(job: dict, batch_ids: list[int], deadline: float, start, re
         conn.execute("SELECT pg_stat_force_next_flush()")   # publish this backend's statistics now
         conn.commit()
 
-
 def _child_main(fn, job, idx, batch_ids, deadline, ready, start, queue) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
     res = Tally(planned=len(batch_ids))
@@ -351,7 +339,6 @@ def _child_main(fn, job, idx, batch_ids, deadline, ready, start, queue) -> None:
         res.fatal = f"{type(exc).__name__}: {exc}"
     res.end = res.end or time.monotonic()
     queue.put((idx, res))
-
 
 class AutoAnalyzer(threading.Thread):
     """Autovacuum's ANALYZE where the server runs without autovacuum: every 2 s, ANALYZE a table
@@ -379,9 +366,7 @@ class AutoAnalyzer(threading.Thread):
             self.runs[rel] += 1
         return self.runs
 
-
 CHILDREN: list = []  # multiprocessing.Process of the current pass
-
 
 def stop_children() -> None:
     for p in CHILDREN:
@@ -392,7 +377,6 @@ def stop_children() -> None:
             p.kill()
             p.join(timeout=5)
     CHILDREN.clear()
-
 
 def run_pass(label: str, sy, lists: list[list[int]], timeout: float, analyze: bool = False) -> Tally:
     """One forked process a list, started together; wall time from the start to the last end."""
@@ -439,7 +423,6 @@ def run_pass(label: str, sy, lists: list[list[int]], timeout: float, analyze: bo
         out.analyzed, out.analyze_error = analyzer.runs, analyzer.error
     return out
 
-
 def run_interleaved(systems: list, label: str, batches: dict[str, list[int]], rounds: int, timeout: float,
                     autoanalyze: bool) -> dict[str, Tally]:
     """Each system's batches in `rounds` segments, the systems taking turns (h.interleave), a
@@ -460,13 +443,10 @@ def run_interleaved(systems: list, label: str, batches: dict[str, list[int]], ro
         out[sy.name].planned, out[sy.name].done_ids = len(batches[sy.name]), sorted(out[sy.name].done_ids)
     return out
 
-
 # --- table statistics ------------------------------------------------------------------------
-
 
 STAT_COLS = ("n_live_tup", "n_dead_tup", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
              "vacuum_count", "autovacuum_count", "analyze_count", "autoanalyze_count")
-
 
 def read_stats(conninfo: str) -> dict[str, dict[str, int]]:
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
@@ -474,7 +454,6 @@ def read_stats(conninfo: str) -> dict[str, dict[str, int]]:
         rows = conn.execute(f"SELECT relname, {', '.join(STAT_COLS)} FROM pg_stat_user_tables "
                             "WHERE schemaname = 'public' AND relname = ANY(%s)", [list(TABLES)]).fetchall()
     return {r[0]: dict(zip(STAT_COLS, r[1:])) for r in rows}
-
 
 def catch_up(conninfo: str, autoanalyze: bool, stats: dict) -> dict:
     """After pass 1, the ANALYZE autovacuum would run soon (so that none runs in the replay)."""
@@ -485,10 +464,8 @@ def catch_up(conninfo: str, autoanalyze: bool, stats: dict) -> dict:
             h.say(f"catch-up ANALYZE before the replay: {dict(ran)}")
     return read_stats(conninfo)
 
-
 def _dead_pct(dead: int, live: int) -> float:
     return 100.0 * dead / live if live else float("nan")
-
 
 def replay_dead(ph) -> dict[str, tuple[int, int, float]]:
     """Per table: dead tuples the replay caused, live tuples, their share."""
@@ -499,10 +476,8 @@ def replay_dead(ph) -> dict[str, tuple[int, int, float]]:
         out[t] = (dead, live, _dead_pct(dead, live))
     return out
 
-
 def headers(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-
 
 def print_pass(p: Tally, pad: str = " " * 25) -> None:
     print(f"  {p.label:<22} {p.events:>10,} ev {p.batches:>7,} req {p.wall:>8.1f} s {p.eps:>9,.0f} ev/s"
@@ -522,7 +497,6 @@ def print_pass(p: Tally, pad: str = " " * 25) -> None:
               + (f"; error: {p.analyze_error}" if p.analyze_error else ""))
     for e in [f"error: {e}" for e in p.errors[:5]] + [f"retried: {e}" for e in p.retried[:5]]:
         print(f"{pad}{e}")
-
 
 def print_stats(ph) -> None:
     print(f"  pg_stat_user_tables ({ph.name}):")
@@ -544,16 +518,13 @@ def print_stats(ph) -> None:
             print(f"    note: {counters[0].split('_')[0].upper()} ran during {tag} ({ran}): n_dead_tup deltas are "
                   "not the tuples killed there (+upd, +del are)")
 
-
 # --- main -------------------------------------------------------------------------------
-
 
 def tenants(bench: h.Bench, db: str, keys: int):
     """The measured tenant with `keys` ingest keys, and the warm-up tenant."""
     made = bench.tenant(db, PLAN, unlimited=True, keys=keys, role="editor", permissions=["ingest"])
     made.warm = bench.tenant(db, PLAN, name="Warmup", unlimited=True, rt=made.rt)
     return made
-
 
 def warm_up(sy, corpus: Corpus, tenant) -> None:
     job = dict(sy.job, corpus=corpus, tenant_id=tenant.id, headers=[headers(tenant.key)])
@@ -562,7 +533,6 @@ def warm_up(sy, corpus: Corpus, tenant) -> None:
                  [list(range(i, n, sy.workers)) for i in range(sy.workers)], 120)
     h.say(f"{p.label}: {p.batches} batches, {p.eps:,.0f} ev/s, accepted={p.accepted} duplicates={p.duplicates} "
           f"retries={p.retries} failed={p.failed}" + "".join(f"\n  error: {e}" for e in p.errors[:5]))
-
 
 def run(bench: h.Bench, args) -> int:
     from cs_daemon.db import dispose_engines
@@ -601,7 +571,6 @@ def run(bench: h.Bench, args) -> int:
     for sy in systems:
         if sy.name == "service":
             srv = bench.gunicorn(sy.db, CS_LOG_LEVEL="WARNING")
-            srv.wait_http("/api/health", ok=(200, 503))  # 503: no job worker runs, which is fine here
             resp = requests.post(srv.url("/api/track"), data=warm.bodies[0], headers=headers(made["service"].warm.key),
                                  timeout=30)
             if resp.status_code != 200 or resp.headers.get("X-RateLimit-Limit") != str(limit):
@@ -636,7 +605,6 @@ def run(bench: h.Bench, args) -> int:
         s1r=s1r[sy.name], s2=read_stats(sy.conninfo), rows=counts(sy.conninfo, sy.tenant_id),
         server_errors=srv_errors(srv) if sy.name == "service" else []) for sy in systems}
     return report(args, phases, v)
-
 
 def statements(bench: h.Bench, systems, corpus: Corpus, n: int) -> dict[str, str]:
     """Per side, in this process on a fresh tenant, first pass and replay of the first n batches:
@@ -674,19 +642,16 @@ def statements(bench: h.Bench, systems, corpus: Corpus, n: int) -> dict[str, str
         psycopg.Cursor.execute = execute
     return out
 
-
 def counts(conninfo: str, tenant_id: str) -> dict[str, int]:
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
         return {t: conn.execute(f"SELECT count(*) FROM {t} WHERE tenant_id = %s", [tenant_id]).fetchone()[0]
                 for t in ("events", "customers", "outbox_events")}
-
 
 def srv_errors(srv: h.Server, limit: int = 3) -> list[str]:
     """The distinct exception lines in the server's log, with their counts."""
     found = Counter(line.strip()[:300] for line in srv.log().splitlines()
                     if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Detected|Failure|Timeout)\b.*", line))
     return [f"{n} x {k}" for k, n in found.most_common(limit)]
-
 
 def report(args, phases: dict, v: SimpleNamespace) -> int:
     print("\nIngest throughput: POST /api/track (gunicorn) vs raw psycopg baseline")
@@ -748,12 +713,10 @@ def report(args, phases: dict, v: SimpleNamespace) -> int:
     print(f"  total run {time.monotonic() - v.t_start:.1f} s")
     return 1 if args.strict and missed else 0
 
-
 def check(args) -> str | None:
     if (args.events < args.batch or not 1 <= args.batch <= 100 or not 0 <= args.dup_rate < 1
             or args.clients < 1 or args.rounds < 1):
         return "need --events >= --batch, 1 <= --batch <= 100, 0 <= --dup-rate < 1, --clients >= 1, --rounds >= 1"
-
 
 if __name__ == "__main__":
     sys.exit(h.main("ingest", __doc__, OPTIONS, run, check))

@@ -47,7 +47,6 @@ BACKLOG_SQL = {
     "owed decisions": "SELECT count(*) FROM decision_requests",
 }
 
-
 def rss_mb(pid: int) -> float | None:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
@@ -55,7 +54,6 @@ def rss_mb(pid: int) -> float | None:
         return None
     m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
     return int(m.group(1)) / 1024 if m else None
-
 
 def roles(daemon: h.Server) -> dict[str, int]:
     """role -> pid of every process of the daemon's tree."""
@@ -72,7 +70,6 @@ def roles(daemon: h.Server) -> dict[str, int]:
         counts[kind] += 1
         out[f"{kind} {counts[kind]}" if kind.endswith("worker") else kind] = p.pid
     return out
-
 
 class Sampler:
     def __init__(self, daemon: h.Server, db: str, prefix: str, load: Workload):
@@ -103,14 +100,12 @@ class Sampler:
         self.rows.append(row)
         return row
 
-
 def show(rows: list[dict], memory_roles: list[str]) -> str:
     head = ["min", *[f"{r} MB" for r in memory_roles], "queued", "delayed", "open", "overdue", "owed",
             "requests", "5xx", "delivered"]
     body = [[f"{r['minute']:g}", *[f"{r.get(m) or 0:.1f}" for m in memory_roles], r["queued"], r["delayed"],
              r["open"], r["overdue"], r["owed decisions"], r["requests"], r["5xx"], r["sent"]] for r in rows]
     return h.table(body, head)
-
 
 def slopes(rows: list[dict], roles_: list[str], warmup: float) -> dict[str, float]:
     """Each process's RSS trend after the warm-up, MB an hour (least squares)."""
@@ -121,7 +116,6 @@ def slopes(rows: list[dict], roles_: list[str], warmup: float) -> dict[str, floa
         if len(points) >= 3:
             out[role] = statistics.linear_regression(*zip(*points)).slope * 60
     return out
-
 
 def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
     """The problems found (none: ok)."""
@@ -147,10 +141,8 @@ def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
         problems.append(f"{sum(r['5xx'] for r in rows)} answers 5xx")
     return problems
 
-
 def run(bench: h.Bench, args) -> int:
     db = bench.database()
-    h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, "scale")
     hooks, actions, mailbox = Receiver(), Receiver(), Mailbox()
     bench.cleanups += [hooks.close, actions.close, mailbox.close]
@@ -193,7 +185,6 @@ def run(bench: h.Bench, args) -> int:
     print("verdict: " + ("ok (no memory growth beyond the warm-up, no growing backlog)" if not problems
                          else "NOT ok: " + "; ".join(problems)))
     return 1 if problems and args.strict else 0
-
 
 if __name__ == "__main__":
     sys.exit(h.main("soak", __doc__, OPTIONS, run))

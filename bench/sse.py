@@ -38,7 +38,6 @@ OPTIONS = """
 --worker-threads 4  CS_WORKER_THREADS
 """
 
-
 def start_daemon(bench: h.Bench, db: str, a) -> h.Server:
     port = h.free_port()
     daemon = bench.cs(db, "daemon", "serve", "--host", HOST, "--port", str(port), port=port,
@@ -50,12 +49,10 @@ def start_daemon(bench: h.Bench, db: str, a) -> h.Server:
     daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 60, 0.2)
     return daemon
 
-
 def api_processes(daemon: h.Server) -> list[int]:
     table = {p.pid: p for p in h.descendants(daemon.pid)}
     return [p.pid for p in table.values() if "gunicorn" in p.cmdline and table.get(p.ppid) is not None
             and "gunicorn" in table[p.ppid].cmdline]
-
 
 def api_footprint(daemon: h.Server) -> tuple[float, int]:
     """(RSS MiB, threads) summed over the gunicorn worker processes."""
@@ -66,13 +63,11 @@ def api_footprint(daemon: h.Server) -> tuple[float, int]:
             rss, threads = rss + int(status["VmRSS"].split()[0]), threads + int(status["Threads"])
     return rss / 1024, threads
 
-
 def families(env) -> dict[str, list[int]]:
     table = h.processes()
     return {"api (gunicorn)": api_processes(env.daemon),
             "worker (dramatiq)": [p.pid for p in h.descendants(env.daemon.pid, table) if "dramatiq" in p.cmdline],
             **h.stores(env.db, table), "bench client": [os.getpid()]}
-
 
 def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[dict[str, str], str]:
     """The users, a stream token each (the first through the API, the rest minted here the same
@@ -87,9 +82,7 @@ def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[
     pid = api.call("POST", "/api/playbooks", {"name": "Bench nudge"})["id"]
     return tokens, pid
 
-
 # --- the streams ----------------------------------------------------------------------
-
 
 @dataclass
 class Stream:
@@ -104,7 +97,6 @@ class Stream:
     arrivals: dict[str, float] = field(default_factory=dict)
     writer: asyncio.StreamWriter | None = None
     task: asyncio.Task | None = None
-
 
 class Streams:
     def __init__(self, port: int, retries: int):
@@ -181,9 +173,7 @@ class Streams:
             if s.writer is not None:
                 s.writer.close()
 
-
 # --- the measurements -----------------------------------------------------------------
-
 
 async def hold_level(env, streams: Streams, tokens: dict[str, str], level: int, hold: float) -> dict:
     new = [Stream(u, tokens[u]) for u in list(tokens)[len(streams.all):level]]
@@ -214,7 +204,6 @@ async def hold_level(env, streams: Streams, tokens: dict[str, str], level: int, 
             "heartbeats": sum(s.heartbeats for s in upto), "rss_mib": rss, "api_threads": threads,
             "beats_min": min(beat_counts) if beat_counts else 0,
             "idle_cpu_pct": {k: v / hold * 100 for k, v in idle_cpu.items()}}
-
 
 async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: int, rate: float) -> dict:
     loop = asyncio.get_running_loop()
@@ -249,11 +238,9 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
             "stages": {"PUT approve answered": [x * 1000 for x in answered], **stages(env, planned)},
             "backlog": backlog, "cpu": cpu, "wall": wall}
 
-
 def queued_jobs(env) -> int:
     with contextlib.closing(redis.Redis.from_url(h.REDIS)) as client:
         return int(client.hlen(f"{env.prefix}:dramatiq:default.msgs"))
-
 
 def settled_statuses(env, planned: list[str], timeout: float = 60.0) -> list[str]:
     """The interventions' statuses once all are delivered (or the time is up)."""
@@ -266,7 +253,6 @@ def settled_statuses(env, planned: list[str], timeout: float = 60.0) -> list[str
                 return statuses
             time.sleep(0.2)
 
-
 def stages(env, planned: list[str]) -> dict[str, list[float]]:
     """From the rows' timestamps: approved -> queued by the delivery job -> written to the stream."""
     with psycopg.connect(h.conninfo(env.db)) as conn:
@@ -277,7 +263,6 @@ def stages(env, planned: list[str]) -> dict[str, list[float]]:
             (planned,)).fetchall()
     return {"approved -> queued by the job": [float(r[0]) for r in rows],
             "queued -> written to the stream": [float(r[1]) for r in rows if r[1] is not None]}
-
 
 async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[list[dict], dict]:
     a = env.args
@@ -307,7 +292,6 @@ async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[li
     finally:
         streams.close_all()
     return results, latency
-
 
 def report(a, results: list[dict], latencies: dict, load: float, began: float) -> None:
     base, results = results[0], results[1:]
@@ -348,7 +332,6 @@ def report(a, results: list[dict], latencies: dict, load: float, began: float) -
         print(f"    CPU during the {latency['wall']:.1f} s of approvals ({h.CPUS} CPUs): {busy}")
     print(f"  total run {time.monotonic() - began:.1f} s")
 
-
 def run(bench: h.Bench, args) -> int:
     began, load = time.monotonic(), os.getloadavg()[0]
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -356,7 +339,6 @@ def run(bench: h.Bench, args) -> int:
     if hard < max(args.levels) + 1000:
         raise h.BenchError(f"the file limit ({hard}) is too low for {max(args.levels)} streams")
     db = bench.database()
-    h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, "scale")
     env = SimpleNamespace(db=db, prefix=bench.prefix, args=args, daemon=start_daemon(bench, db, args))
     api = h.Api(env.daemon.url(), tenant.key)
@@ -365,7 +347,6 @@ def run(bench: h.Bench, args) -> int:
     report(args, results, latency, load, began)
     return 0
 
-
 def check(args) -> str | None:
     try:
         args.levels, args.latency_at = (sorted({int(x) for x in v.split(",")}) for v in (args.levels, args.latency_at))
@@ -373,7 +354,6 @@ def check(args) -> str | None:
         return "--levels and --latency-at take stream counts separated by commas"
     if not set(args.latency_at) <= set(args.levels) or args.samples > min(args.latency_at):
         return "--latency-at must name levels of --levels, and --samples be at most the smallest"
-
 
 if __name__ == "__main__":
     sys.exit(h.main("sse", __doc__, OPTIONS, run, check))
