@@ -51,8 +51,7 @@ def setup(bench: h.Bench) -> SimpleNamespace:
     from cs_daemon.webhooks import service as webhooks
 
     db = bench.database()
-    receiver = bench.start(h.Server("receiver", [sys.executable, __file__, "receiver"],
-                                    h.service_env(), bench.tmp))
+    receiver = bench.start(h.Server("receiver", [sys.executable, __file__, "receiver"], h.service_env(), bench.tmp))
     url = "http://" + receiver.wait_until(lambda: re.search(r"listening on (\S+)", receiver.tree.root.stdout()),
                                           10).group(1)
     tenant = bench.tenant(db, "growth", rt=bench.runtime(db, allow_private_webhook_urls=True))
@@ -109,18 +108,12 @@ def run_service(env, first: int, n: int) -> dict:
     with psycopg.connect(h.conninfo(env.db), autocommit=True) as conn:
         already = conn.execute(DELIVERED).fetchone()[0]
         stats_before, sweeps_before = receiver_stats(env), len(SWEPT.findall(env.worker.log()))
-        sessions = "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-        sessions_before = conn.execute(sessions).fetchone()[0]
         meter = h.CpuMeter(lambda: families(env))
         t0, t_enq = record_events(env, [(EVENT, payload(i)) for i in range(first, first + n)])
         t1 = wait_delivered(env, conn, already + n, max(120.0, n / 20))
         cpu = meter.stop()
-        time.sleep(1.1)  # backends publish their statistics at most once a second
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-        sessions = conn.execute(sessions).fetchone()[0] - sessions_before
     stats_after = receiver_stats(env)
-    return {"n": n, "seconds": t1 - t0, "enqueue_seconds": t_enq - t0, "cpu": cpu, "pg_sessions": sessions,
+    return {"n": n, "seconds": t1 - t0, "enqueue_seconds": t_enq - t0, "cpu": cpu,
             "posts": stats_after["posts"] - stats_before["posts"], "ids": stats_after["ids"] - stats_before["ids"],
             "sweeps": [int(x) for x in SWEPT.findall(env.worker.log())[sweeps_before:]]}
 
@@ -190,13 +183,9 @@ def run(bench: h.Bench, args) -> int:
     print(f"  attempt latency as recorded (resolve + connect + POST + answer): avg {attempts['avg']:.2f} ms, "
           f"p50 {attempts['p50']:.2f} ms")
     print(f"  sweeps during the measurement re-enqueued: {[x for r in svc for x in r['sweeps']] or 'nothing'}")
-    print(f"  PostgreSQL sessions opened during the service rounds: {sum(x['pg_sessions'] for x in svc)} "
-          f"(the worker's pool keeps 5, overflow above that is closed on return)")
     busy = ", ".join(f"{k}{' (shared)' if k == 'redis' else ''} {v:.1f} s ({v / n * 1000:.2f} ms a delivery)"
                      for k, v in cpu.items())
     print(f"  CPU during the service rounds ({seconds:.1f} s wall x {h.CPUS} CPUs): {busy}")
-    print("  (postgres: its backends at the start or the end of a round; those that lived only"
-          " within it, e.g. the pool's overflow, are not counted)")
     return 1 if args.strict and ratio < GOAL else 0
 
 def check(args) -> str | None:
