@@ -112,6 +112,13 @@ def cpu_seconds(pids: Sequence[int]) -> float:
         total += int(fields[11]) + int(fields[12])
     return total / CLK_TCK
 
+def proc_status(pid: int) -> dict[str, str]:
+    """/proc/PID/status as a dict (empty once the process is gone)."""
+    try:
+        return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except OSError:
+        return {}
+
 def _machine() -> tuple[float, float]:
     """(busy, all) CPU seconds of all cores since boot."""
     with open("/proc/stat") as fh:
@@ -313,6 +320,13 @@ class Bench:
 
     def cs(self, dbname: str, name: str, *args: str, port: int = 0, **env) -> Server:
         return self.start(Server(name, [CS, *args], self.env(dbname, **env), self.tmp, port))
+
+    def serve(self, dbname: str, **env) -> Server:
+        """`cs serve` on a free port, once /api/health answers 200."""
+        port = free_port()
+        daemon = self.cs(dbname, "daemon", "serve", "--host", HOST, "--port", str(port), port=port, **env)
+        daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 90, 0.2)
+        return daemon
 
     def start(self, server: Server) -> Server:
         self.servers.append(server)

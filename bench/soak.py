@@ -7,16 +7,13 @@ overdue deliveries and queued messages end at most --backlog-slack above their m
 from __future__ import annotations
 
 import os
-import re
 import statistics
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import psycopg
 import redis
-import requests
 
 import harness as h
 from tests.support.receiver import Receiver
@@ -48,12 +45,8 @@ BACKLOG_SQL = {
 }
 
 def rss_mb(pid: int) -> float | None:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
-    return int(m.group(1)) / 1024 if m else None
+    rss = h.proc_status(pid).get("VmRSS")
+    return int(rss.split()[0]) / 1024 if rss else None
 
 def roles(daemon: h.Server) -> dict[str, int]:
     """role -> pid of every process of the daemon's tree."""
@@ -146,12 +139,9 @@ def run(bench: h.Bench, args) -> int:
     tenant = bench.tenant(db, "scale")
     hooks, actions, mailbox = Receiver(), Receiver(), Mailbox()
     bench.cleanups += [hooks.close, actions.close, mailbox.close]
-    port = h.free_port()
-    daemon = bench.cs(db, "daemon", "serve", "--host", h.HOST, "--port", str(port), port=port,
-                      CS_WEB_PROCESSES=str(args.web_processes), CS_WORKER_PROCESSES=str(args.worker_processes),
-                      CS_WORKER_THREADS=str(args.worker_threads), CS_STREAM_SLOTS="16", SMTP_URL=mailbox.url,
-                      ALLOW_PRIVATE_WEBHOOK_URLS="1", CS_LOG_LEVEL="WARNING")
-    daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 90, 0.2)
+    daemon = bench.serve(db, CS_WEB_PROCESSES=str(args.web_processes), CS_WORKER_PROCESSES=str(args.worker_processes),
+                         CS_WORKER_THREADS=str(args.worker_threads), CS_STREAM_SLOTS="16", SMTP_URL=mailbox.url,
+                         ALLOW_PRIVATE_WEBHOOK_URLS="1", CS_LOG_LEVEL="WARNING")
     load = Workload([daemon.url()], tenant.key)
     load.setup(hooks_url=hooks.url, actions_url=actions.url)
     sampler = Sampler(daemon, db, bench.prefix, load)

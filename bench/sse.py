@@ -12,12 +12,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from types import SimpleNamespace
 
 import psycopg
 import redis
-import requests
 
 import harness as h
 
@@ -39,15 +37,11 @@ OPTIONS = """
 """
 
 def start_daemon(bench: h.Bench, db: str, a) -> h.Server:
-    port = h.free_port()
-    daemon = bench.cs(db, "daemon", "serve", "--host", HOST, "--port", str(port), port=port,
-                      CS_WEB_PROCESSES=str(a.web_processes), CS_STREAM_SLOTS=str(a.stream_slots),
-                      CS_STREAM_HEARTBEAT_SECONDS=str(a.heartbeat),
-                      # one tenant, one client address: the fairness caps would measure themselves
-                      CS_STREAM_TENANT_SHARE="100", CS_ADDRESS_RATE_LIMIT="1000000",
-                      CS_WORKER_PROCESSES="1", CS_WORKER_THREADS=str(a.worker_threads), CS_LOG_LEVEL="WARNING")
-    daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 60, 0.2)
-    return daemon
+    return bench.serve(db, CS_WEB_PROCESSES=str(a.web_processes), CS_STREAM_SLOTS=str(a.stream_slots),
+                       CS_STREAM_HEARTBEAT_SECONDS=str(a.heartbeat),
+                       # one tenant, one client address: the fairness caps would measure themselves
+                       CS_STREAM_TENANT_SHARE="100", CS_ADDRESS_RATE_LIMIT="1000000",
+                       CS_WORKER_PROCESSES="1", CS_WORKER_THREADS=str(a.worker_threads), CS_LOG_LEVEL="WARNING")
 
 def api_processes(daemon: h.Server) -> list[int]:
     table = {p.pid: p for p in h.descendants(daemon.pid)}
@@ -56,12 +50,8 @@ def api_processes(daemon: h.Server) -> list[int]:
 
 def api_footprint(daemon: h.Server) -> tuple[float, int]:
     """(RSS MiB, threads) summed over the gunicorn worker processes."""
-    rss, threads = 0, 0
-    for pid in api_processes(daemon):
-        with contextlib.suppress(OSError):
-            status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-            rss, threads = rss + int(status["VmRSS"].split()[0]), threads + int(status["Threads"])
-    return rss / 1024, threads
+    status = [s for pid in api_processes(daemon) if (s := h.proc_status(pid))]
+    return sum(int(s["VmRSS"].split()[0]) for s in status) / 1024, sum(int(s["Threads"]) for s in status)
 
 def families(env) -> dict[str, list[int]]:
     table = h.processes()
