@@ -208,7 +208,11 @@ def post_all(session: requests.Session, url: str, secret: bytes, items: list, th
     lock, it, errors = threading.Lock(), iter(items), [0]
 
     def work() -> None:
-        while (item := next(it, None)) is not None:   # next() on a list iterator is atomic
+        while True:
+            with lock:
+                item = next(it, None)
+            if item is None:
+                return
             try:
                 resp = session.post(url, data=item[2], headers=sign(secret, item[2], *item[:2]), timeout=10)
                 ok = 200 <= resp.status_code < 300 and resp.content is not None
