@@ -23,6 +23,7 @@ OPTIONS = """
 --strict exit 1 when a goal is missed
 """
 
+
 def responder(delay_s: float):
     """Answer by how far the conversation is: the next read tool, then decide."""
     def answer(body: dict):
@@ -38,6 +39,7 @@ def responder(delay_s: float):
         return tool_reply(tool_call("decide", {"option_id": options[-1]["option_id"], "reasoning": "bench",
                                                "confidence": 0.7}), total_tokens=40, delay_s=delay_s)
     return answer
+
 
 def setup(bench: h.Bench, args, model: OpenAIServer):
     from webapp import create_app
@@ -62,6 +64,7 @@ def setup(bench: h.Bench, args, model: OpenAIServer):
         if resp.status_code != 200:
             raise h.BenchError(f"track answered {resp.status_code}: {resp.json}")
     return rt, tenant
+
 
 def cpu_per_step(rt, tenant, users: list[str]) -> dict:
     from cs_daemon.agent import service as agent_service
@@ -94,6 +97,7 @@ def cpu_per_step(rt, tenant, users: list[str]) -> dict:
     return {"decisions": len(users), "steps": steps, "cpu_ms_per_step": 1000 * cpu / steps,
             "wall_ms_per_step": 1000 * wall / steps}
 
+
 def throughput(rt, tenant, users: list[str], threads: int) -> float:
     from cs_daemon.decisions import requests
 
@@ -104,6 +108,7 @@ def throughput(rt, tenant, users: list[str], threads: int) -> float:
     if sum(m is not None for m in made) != len(users):
         raise h.BenchError("a decision made no intervention")
     return len(users) / elapsed
+
 
 def run(bench: h.Bench, args) -> int:
     probe = h.LoadProbe()
@@ -132,6 +137,7 @@ def run(bench: h.Bench, args) -> int:
     print(probe.line())
     missed = fast["cpu_ms_per_step"] > GOAL_MS or many / one < threads / 2
     return 1 if args.strict and missed else 0
+
 
 if __name__ == "__main__":
     sys.exit(h.main("agent", __doc__, OPTIONS, run))

@@ -94,10 +94,12 @@ FROM (SELECT g, r1, r2, r3, %(now)s - make_interval(secs => r4 * 120 * 86400) AS
 
 STEPS = (("customers", CUSTOMERS), ("events", EVENTS), ("playbooks", PLAYBOOKS), ("interventions", INTERVENTIONS))
 
+
 def params(tenant_id: str, args) -> dict:
     return {"t": tenant_id, "now": NOW, "users": args.users, "events": args.events,
             "interventions": args.interventions, "names": h.EVENT_NAMES, "n_names": len(h.EVENT_NAMES),
             "areas": AREAS, "n_areas": len(AREAS)}
+
 
 def expected(conninfo: str, tenant_id: str) -> dict:
     """The figures the answer must show, computed here from the tables."""
@@ -111,9 +113,11 @@ def expected(conninfo: str, tenant_id: str) -> dict:
         events = conn.execute("SELECT count(*) FROM events WHERE tenant_id = %s", (tenant_id,)).fetchone()[0]
     return {"total_users": users, "total_interventions": interventions, "events": events}
 
+
 def _ms(values: list[float]) -> str:
     s = h.summary(values)
     return f"p50 {s['p50']:8.1f} ms   min {s['min']:8.1f} ms   max {s['max']:8.1f} ms"
+
 
 def measure(client, key: str, raw: psycopg.Connection, tenant_id: str, runs: int, warmup: int):
     headers = {"Authorization": f"Bearer {key}"}
@@ -129,6 +133,7 @@ def measure(client, key: str, raw: psycopg.Connection, tenant_id: str, runs: int
         raw.rollback()
         return rows
     return h.sides({"endpoint": endpoint, "scan": scan}, runs, warmup)
+
 
 def run(bench: h.Bench, args) -> int:
     from cs_daemon.clock import FakeClock
@@ -169,6 +174,7 @@ def run(bench: h.Bench, args) -> int:
           f"lifecycle stages {len(answer['lifecycle_distribution'])}, top playbooks {len(answer['top_playbooks'])}; "
           f"checks against the tables: {'all agree' if not checks else '; '.join(checks)}")
     return 1 if args.strict and (checks or ratio > GOAL) else 0
+
 
 if __name__ == "__main__":
     sys.exit(h.main("analytics", __doc__, OPTIONS, run))

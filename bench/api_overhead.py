@@ -31,12 +31,14 @@ OPTIONS = """
 bare = Flask("bare", static_folder=None)   # the baseline: `gunicorn api_overhead:bare`
 _conn: list = [None, None]   # one connection a worker process, opened after the fork
 
+
 @bare.get("/bare")
 def bare_route() -> Response:
     if _conn[0] is None or _conn[0].closed or _conn[1] != os.getpid():
         _conn[:] = psycopg.connect(os.environ["BENCH_PG_CONNINFO"], autocommit=True, connect_timeout=3), os.getpid()
     row = _conn[0].execute("SELECT id, name FROM tenants LIMIT 1").fetchone()
     return Response(json.dumps({"id": row[0], "name": row[1]} if row else None), mimetype="application/json")
+
 
 def drive(session: requests.Session, url: str, headers: list[dict], n: int, done: int, latencies: list | None) -> None:
     perf = time.perf_counter
@@ -49,6 +51,7 @@ def drive(session: requests.Session, url: str, headers: list[dict], n: int, done
             raise h.BenchError(f"{url}: HTTP {resp.status_code}: {resp.text[:300]}")
         if latencies is not None:
             latencies.append(t1 - t0)
+
 
 def run(bench: h.Bench, args) -> int:
     from cs_daemon.plans import plan
@@ -102,9 +105,11 @@ def run(bench: h.Bench, args) -> int:
               "less reliable - rerun on a quiet machine")
     return 1 if args.strict and ratio > GOAL else 0
 
+
 def check(args) -> str | None:
     if not 1 <= args.keys <= 100:
         return "--keys takes 1 to 100"
+
 
 if __name__ == "__main__":
     sys.exit(h.main("api", __doc__, OPTIONS, run, check))

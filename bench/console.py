@@ -71,6 +71,7 @@ FROM generate_series(1, %(deliveries)s) g, generate_series(1, 2) n
 BIG = (*corpus.STEPS[:1], ("traits", TRAITS), *corpus.STEPS[1:], ("snapshots", SNAPSHOTS))
 SMALL = (("endpoint", ENDPOINT), ("deliveries", DELIVERIES), ("attempts", ATTEMPTS))
 
+
 def pages(conninfo: str, tenant_id: str) -> list[tuple[str, str]]:
     """The pages to time, with real ids of the corpus."""
     with psycopg.connect(conninfo) as conn:
@@ -98,6 +99,7 @@ def pages(conninfo: str, tenant_id: str) -> list[tuple[str, str]]:
         ("settings", "/console/settings"),
     ]
 
+
 def sign_in(client, key: str) -> None:
     form = client.get("/console/sign-in").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
@@ -105,7 +107,9 @@ def sign_in(client, key: str) -> None:
     if resp.status_code != 303:
         raise h.BenchError(f"sign-in answered {resp.status_code}")
 
+
 ROWS = re.compile(r"<tr>\s*<td>")
+
 
 def run(bench: h.Bench, args) -> int:
     from cs_daemon.clock import FakeClock
@@ -153,9 +157,11 @@ def run(bench: h.Bench, args) -> int:
     print(f"  checks: {'pages answer 200 and lists paginate' if not checks else '; '.join(checks)}")
     return 1 if args.strict and (missed or checks) else 0
 
+
 def check(args) -> str | None:
     if args.snapshot_users > args.users:
         return "--snapshot-users <= --users"
+
 
 if __name__ == "__main__":
     sys.exit(h.main("console", __doc__, OPTIONS, run, check))

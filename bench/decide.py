@@ -38,6 +38,7 @@ OPTIONS = """
 --strict          exit 1 when the goal is missed or decisions differ
 """
 
+
 def make_playbooks(seed: int) -> list[dict]:
     """50 playbooks in the API's shape, from five families with varied parameters."""
     rng = random.Random(seed)
@@ -121,17 +122,20 @@ def make_playbooks(seed: int) -> list[dict]:
                     "exit_conditions": exit_, "constraints": constraints, "strategy_hints": hints})
     return out
 
+
 def event_clauses(playbooks) -> list[tuple[str, float | None]]:
     out: set = set()
     for pb in playbooks:
         out |= conditions.event_clauses(pb["entry_conditions"]) | conditions.event_clauses(pb["exit_conditions"])
     return sorted(out, key=lambda c: (c[0], c[1] or 0))
 
+
 @dataclass
 class UserCase:
     user: UserContext
     counts: dict
     history: History
+
 
 def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[str, int]) -> list[UserCase]:
     rng = random.Random(seed)
@@ -187,11 +191,13 @@ def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[st
         out.append(UserCase(user, counts, History(for_user, last_for_user, day)))
     return out
 
+
 def tenant_day_counts(seed: int, playbook_ids: list[str]) -> dict[str, int]:
     rng = random.Random(seed + 1)
     return {pid: rng.choice([0, 10, 60, 300]) for pid in playbook_ids}
 
 # --- the hand-written evaluator (generated) ---------------------------------------------------
+
 
 class _Gen:
     """Python source for one condition tree, with the engine's semantics written out."""
@@ -288,13 +294,16 @@ class _Gen:
             return f"(type({x}) is str and {x} {_PYOP[op]} {value!r})"
         return f"({num} and {x} {_PYOP[op]} {value!r})"
 
+
 _PYOP = {"eq": "==", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+
 
 def _local_time(tz_name: str, fallback: str, now: datetime) -> dtime:
     try:
         return now.astimezone(ZoneInfo(tz_name)).time()
     except (ZoneInfoNotFoundError, ValueError):
         return now.astimezone(ZoneInfo(fallback)).time()
+
 
 def compile_hand(specs: list[PlaybookSpec]):
     """A function (user, counts, history, now) -> (matched, playbook_id, action, channel) written
@@ -375,6 +384,7 @@ def compile_hand(specs: list[PlaybookSpec]):
 
 # --- in-process timing ---------------------------------------------------------------------
 
+
 def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) -> dict:
     playbooks = PlaybookSet(specs)
     hand, src = compile_hand(specs)
@@ -389,6 +399,7 @@ def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) ->
             "matched": statistics.fmean(m.matched_playbooks for m in made)}
 
 # --- over HTTP ---------------------------------------------------------------------------------
+
 
 def track_batches(n_users: int, seed: int, real_now: datetime) -> tuple[list[dict], int]:
     """POST /api/track bodies (100 events each) for n_users users."""
@@ -423,6 +434,7 @@ def track_batches(n_users: int, seed: int, real_now: datetime) -> tuple[list[dic
             e["idempotency_key"] = f"{uid}-{k}"
         events += evs
     return [{"events": events[k:k + 100]} for k in range(0, len(events), 100)], len(events)
+
 
 def http_part(bench: h.Bench, args, playbooks: list[dict]) -> dict:
     db = bench.database()
@@ -475,6 +487,7 @@ def http_part(bench: h.Bench, args, playbooks: list[dict]) -> dict:
     srv.check()
     return out
 
+
 def run(bench: h.Bench, args) -> int:
     playbooks = make_playbooks(args.seed)
     for pb in playbooks:
@@ -524,6 +537,7 @@ def run(bench: h.Bench, args) -> int:
         print(f"    responses: {http['actions']}, {http['matched']:.1f} matched playbooks and "
               f"{http['bytes'] / 1024:.1f} KiB on average")
     return 1 if args.strict and (d / hd > GOAL or not agree) else 0
+
 
 if __name__ == "__main__":
     sys.exit(h.main("decide", __doc__, OPTIONS, run))

@@ -35,14 +35,17 @@ RATES = {kind: {a: (0.6 if i == k else 0.1 + 0.03 * ((i + k) % 4)) for i, a in e
 BEST = {kind: max(r, key=r.get) for kind, r in RATES.items()}
 WINDOW = 100
 
+
 def population(users: int, seed: int) -> list[tuple[str, tuple[str, str]]]:
     world = random.Random(seed)
     return [(f"sim-{i}", world.choice(KINDS)) for i in range(users)]
+
 
 def rounds(people, decisions: int, seed: int) -> list[tuple[str, tuple[str, str], float]]:
     """Who is decided for in each round, and the uniform draw that settles the outcome."""
     world = random.Random(seed + 1)
     return [(*world.choice(people), world.random()) for _ in range(decisions)]
+
 
 def greedy_previous(plan):
     """recommend before the learner: (1 + s_stage + s_all/2) / (2 + n_stage + n_all/2); every
@@ -56,8 +59,10 @@ def greedy_previous(plan):
         n[pick] += 1
         yield pick
 
+
 def expected(plan, picks) -> list[float]:
     return [RATES[kind][pick] for (_, kind, _), pick in zip(plan, picks)]
+
 
 def serve_embedded(bench: h.Bench):
     """The app on SQLite (embedded) in this process, served on loopback by werkzeug."""
@@ -82,6 +87,7 @@ def serve_embedded(bench: h.Bench):
     bench.cleanups.append(server.shutdown)
     return rt, f"http://{h.HOST}:{server.server_port}"
 
+
 def setup_tenant(api: h.Api, people) -> None:
     for action in ACTIONS:
         api.call("POST", "/api/external/action-types", {
@@ -91,6 +97,7 @@ def setup_tenant(api: h.Api, people) -> None:
         api.call("POST", "/api/track", {"events": [
             {"user_id": uid, "event": "$identify", "properties": {"plan": kind[0], "region": kind[1]}}
             for uid, kind in people[i:i + 100]]})
+
 
 def run_engine(api: h.Api, plan) -> list[str]:
     picks = []
@@ -105,6 +112,7 @@ def run_engine(api: h.Api, plan) -> list[str]:
                  {"status": "completed" if u < RATES[kind][pick] else "ignored"})
         picks.append(pick)
     return picks
+
 
 def quality(bench: h.Bench, args, backend: str) -> dict:
     people = population(args.users, args.seed)
@@ -132,6 +140,7 @@ def quality(bench: h.Bench, args, backend: str) -> dict:
     greedy = expected(plan, list(greedy_previous(plan)))
     return {"engine": engine, "oracle": oracle, f"best single ({best_single})": single, "uniform": uniform,
             "previous greedy": greedy, "seconds": seconds}
+
 
 def report(backend: str, res: dict, decisions: int) -> list[str]:
     names = [k for k in res if k != "seconds"]
@@ -162,6 +171,7 @@ def report(backend: str, res: dict, decisions: int) -> list[str]:
 
 # -- latency ------------------------------------------------------------------------------
 
+
 SEED_SQL = """
 INSERT INTO external_actions (tenant_id, id, action_type, user_id, status, parameters, confidence, lifecycle_stage,
                               outcome_status, attempts, test, created_at)
@@ -191,6 +201,7 @@ FROM decision_log, LATERAL (VALUES ('*'),
 WHERE tenant_id = %(t)s::varchar GROUP BY choice, k;
 """
 
+
 def latency(bench: h.Bench, args) -> None:
     import psycopg
 
@@ -217,6 +228,7 @@ def latency(bench: h.Bench, args) -> None:
     print(h.table(rows, ["side", "p50 ms", "p99 ms"]))
     print(f"  p50 ours / today = {h.percentile(times['ours'], 50) / h.percentile(times['today'], 50):.2f} (goal ≤ 1.0)")
 
+
 def run(bench: h.Bench, args) -> int:
     missed = []
     for backend in args.backends.split(",") if not args.skip_quality else ():
@@ -226,6 +238,7 @@ def run(bench: h.Bench, args) -> int:
     for line in missed:
         h.say("goal missed: " + line)
     return 1 if args.strict and missed else 0
+
 
 if __name__ == "__main__":
     sys.exit(h.main("decision_quality", DOC, OPTIONS, run))

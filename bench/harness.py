@@ -37,16 +37,20 @@ HOST = "127.0.0.1"
 CPUS = os.cpu_count() or 1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
+
 class BenchError(Exception):
     """A setup, request or check that failed: exit status 2."""
 
+
 def conninfo(dbname: str = "postgres") -> str:
     return PG.replace("postgresql+psycopg://", "postgresql://") + f"/{dbname}"
+
 
 def say(*parts) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 # --- figures ----------------------------------------------------------------------------
+
 
 def percentile(xs: Sequence[float], p: float) -> float:
     """As statistics.quantiles(method="inclusive")."""
@@ -55,11 +59,13 @@ def percentile(xs: Sequence[float], p: float) -> float:
     lo = int(pos)
     return ordered[lo] + (ordered[min(lo + 1, len(ordered) - 1)] - ordered[lo]) * (pos - lo)
 
+
 def summary(xs: Sequence[float], scale: float = 1000.0) -> dict:
     """n, p50/p95/p99/mean/min/max of xs times `scale` (s -> ms)."""
     ys = [x * scale for x in xs]
     return {"n": len(ys), "p50": percentile(ys, 50), "p95": percentile(ys, 95), "p99": percentile(ys, 99),
             "mean": statistics.fmean(ys), "min": min(ys), "max": max(ys)}
+
 
 def table(rows: Sequence[Sequence], head: Sequence[str] = (), align: str = "", indent: str = "  ") -> str:
     """Rows of cells (int as {:,}, float as {:,.2f}) in columns; `align`: '<' or '>' a column."""
@@ -68,6 +74,7 @@ def table(rows: Sequence[Sequence], head: Sequence[str] = (), align: str = "", i
     widths = [max(len(r[k]) for r in cells) for k in range(len(cells[0]))]
     align = align or "<" + ">" * (len(widths) - 1)
     return "\n".join(indent + " ".join(f"{c:{a}{w}}" for c, a, w in zip(r, align, widths)).rstrip() for r in cells)
+
 
 def interleave(rounds: int, sides: Sequence, budget: float | None = None,
                started: float | None = None) -> Iterator[tuple[int, object]]:
@@ -82,10 +89,12 @@ def interleave(rounds: int, sides: Sequence, budget: float | None = None,
             say(f"time budget of {budget:.0f} s: stopping after round {r + 1} of {rounds}")
             return
 
+
 def timed(fn: Callable):
     t0 = time.perf_counter()
     value = fn()
     return time.perf_counter() - t0, value
+
 
 def sides(fns: dict[str, Callable], rounds: int, warmup: int = 0) -> tuple[dict[str, list[float]], dict]:
     """Each function once a round, interleaved, after `warmup` rounds: seconds and last value by name."""
@@ -100,6 +109,7 @@ def sides(fns: dict[str, Callable], rounds: int, warmup: int = 0) -> tuple[dict[
 
 # --- the machine ------------------------------------------------------------------------
 
+
 def cpu_seconds(pids: Sequence[int]) -> float:
     """User + system CPU seconds of these processes so far."""
     total = 0
@@ -112,6 +122,7 @@ def cpu_seconds(pids: Sequence[int]) -> float:
         total += int(fields[11]) + int(fields[12])
     return total / CLK_TCK
 
+
 def proc_status(pid: int) -> dict[str, str]:
     """/proc/PID/status as a dict (empty once the process is gone)."""
     try:
@@ -119,11 +130,13 @@ def proc_status(pid: int) -> dict[str, str]:
     except OSError:
         return {}
 
+
 def _machine() -> tuple[float, float]:
     """(busy, all) CPU seconds of all cores since boot."""
     with open("/proc/stat") as fh:
         f = [int(x) for x in fh.readline().split()[1:9]]
     return (sum(f) - f[3] - f[4]) / CLK_TCK, sum(f) / CLK_TCK
+
 
 class LoadProbe:
     def __init__(self):
@@ -138,6 +151,7 @@ class LoadProbe:
         share = 100.0 * (busy - self.busy0) / (total - self.all0) if total > self.all0 else float("nan")
         return (f"load average {self.load0:.2f} -> {os.getloadavg()[0]:.2f} on {CPUS} CPUs, "
                 f"machine CPU busy {share:.0f}% over the phase")
+
 
 class CpuMeter(threading.Thread):
     """CPU seconds by process family (`families()`: name -> pids, sampled every `every` s)."""
@@ -174,6 +188,7 @@ class CpuMeter(threading.Thread):
             out[fam] += cpu - self.first[(fam, pid)]
         return out
 
+
 def stores(dbname: str, table: dict | None = None) -> dict[str, list[int]]:
     table = processes() if table is None else table
     name = {p.pid: p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] for p in table.values()}
@@ -182,6 +197,7 @@ def stores(dbname: str, table: dict | None = None) -> dict[str, list[int]]:
             "redis": [p.pid for p in table.values() if name[p.pid].startswith("redis-server")]}
 
 # --- the run's resources ----------------------------------------------------------------
+
 
 class Server:
     def __init__(self, name: str, argv: list[str], env: dict, tmp: Path, port: int = 0):
@@ -232,6 +248,7 @@ class Server:
             return f"{self.name} did not stop on SIGTERM; killed"
         finally:
             self.tree.kill()
+
 
 class Bench:
     def __init__(self, name: str, keep_db: bool = False):
@@ -360,15 +377,18 @@ class Bench:
         for p in problems:
             say(f"teardown problem: {p}")
 
+
 def drop(dbname: str) -> None:
     with psycopg.connect(conninfo(), autocommit=True, connect_timeout=5) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
 
 def unset(prefix: str) -> int:
     with contextlib.closing(redis.Redis.from_url(REDIS, socket_timeout=5)) as client:
         if keys := list(client.scan_iter(f"{prefix}:*", count=1000)):
             client.delete(*keys)
     return len(keys)
+
 
 def parser(doc: str, options: str) -> argparse.ArgumentParser:
     """Options as `--name DEFAULT help` lines: DEFAULT a number (help may start with `>=N`, the
@@ -393,6 +413,7 @@ def parser(doc: str, options: str) -> argparse.ArgumentParser:
         else:
             ap.add_argument(flag, action="store_true", help=f"{word} {text}")
     return ap
+
 
 def main(name: str, doc: str, options: str, run: Callable, check: Callable | None = None, argv=None) -> int:
     """Parse the options, run run(bench, args), tear down (also on SIGTERM); the exit status."""
@@ -426,6 +447,7 @@ def main(name: str, doc: str, options: str, run: Callable, check: Callable | Non
         signal.signal(signal.SIGINT, signal.default_int_handler)
         say(f"total run {time.monotonic() - started:.0f} s")
 
+
 class Api:
     def __init__(self, url: str, key: str):
         self.url, self.key, self.headers, self._local = url, key, {"Authorization": f"Bearer {key}"}, threading.local()
@@ -442,10 +464,12 @@ class Api:
             raise BenchError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:300]}")
         return resp.json()
 
+
 def sizes(dbname: str, *relations: str) -> list[str]:
     with psycopg.connect(conninfo(dbname)) as conn:
         return list(conn.execute("SELECT " + ", ".join(["pg_size_pretty(pg_total_relation_size(%s))"] * len(relations)),
                                  relations).fetchone())
+
 
 def seed_sql(dbname: str, tenant_id: str, steps: Sequence[tuple[str, str]], params: dict, users: int) -> dict:
     """Each (label, SQL) step on the server (random() seeded); the seconds of each."""
@@ -457,6 +481,7 @@ def seed_sql(dbname: str, tenant_id: str, steps: Sequence[tuple[str, str]], para
             say(f"  {label}: {seconds[label]:.1f} s")
         conn.execute("UPDATE tenants SET tracked_users = %s WHERE id = %s", (users, tenant_id))
     return seconds
+
 
 def reload(dbname: str, tables: Sequence[str], load: Callable[[], dict[str, float]]) -> dict[str, float]:
     """load() with the indexes and constraints of `tables` dropped, then re-created as migrated
@@ -489,6 +514,7 @@ def reload(dbname: str, tables: Sequence[str], load: Callable[[], dict[str, floa
 
 # --- the vocabulary of the generated corpora (name, weight) ------------------------------
 
+
 STAGES = [("new", 8), ("onboarding", 20), ("activated", 25), ("engaged", 22), ("at_risk", 12),
           ("dormant", 8), ("churned", 5)]
 LOCALES = [("en", 40), ("de", 15), ("fr", 10), ("es", 8), ("en-GB", 7), ("ja", 5), ("pt", 5), ("nl", 5)]
@@ -501,8 +527,10 @@ EVENT_NAMES = ["page_viewed", "feature_used", "session_started", "login", "api_c
                "file_uploaded", "export_created", "invited_teammate", "settings_changed",
                "integration_connected", "billing_viewed", "support_ticket_opened", "upgraded_plan", "seat_added"]
 
+
 def names(pairs) -> list[str]:
     return [n for n, _ in pairs]
+
 
 def weights(pairs) -> list[float]:
     return [w for _, w in pairs]

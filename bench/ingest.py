@@ -109,8 +109,10 @@ PROPS = {
     "plan_upgraded": lambda c, r, p, u: {"from_plan": "starter", "to_plan": c(["growth", "scale"])},
 }
 
+
 def _props(rng: random.Random, name: str, user_no: int) -> dict:
     return PROPS[name](rng.choice, rng.randrange, rng.random, user_no)
+
 
 @dataclass
 class Corpus:
@@ -129,6 +131,7 @@ class Corpus:
 
     def batch_events(self, b: int) -> int:
         return len(self.columns[b][0])
+
 
 def make_corpus(n_events: int, n_users: int, batch: int, dup_rate: float, seed: int,
                 anchor: datetime, user_prefix: str = "user") -> Corpus:
@@ -174,6 +177,7 @@ def make_corpus(n_events: int, n_users: int, batch: int, dup_rate: float, seed: 
 # dropped, key order so that a retry racing its original cannot deadlock), then one upsert of
 # the users' customers rows (sorted); no HTTP, authentication, validation or scoring
 
+
 EVENTS_SQL = """
 INSERT INTO events (id, tenant_id, user_id, event, properties, "timestamp", received_at, source, test, idempotency_key)
 SELECT x.id, %(tenant)s, x.user_id, x.event, x.properties::json, x.ts, %(now)s, 'api', false, x.key
@@ -191,6 +195,7 @@ ON CONFLICT (tenant_id, id) DO UPDATE SET
     last_activity_at = GREATEST(customers.last_activity_at, EXCLUDED.last_activity_at), updated_at = EXCLUDED.updated_at
 """
 
+
 def write_batch(conn: psycopg.Connection, tenant_id: str, users: list[str], events: list[str],
                 props: list[str], ts: list[str], keys: list[str]) -> tuple[int, int]:
     now = datetime.now(timezone.utc)
@@ -207,6 +212,7 @@ def write_batch(conn: psycopg.Connection, tenant_id: str, users: list[str], even
     conn.commit()
     return len(rows), len(last)
 
+
 def write_batch_retrying(conn: psycopg.Connection, tenant_id: str, batch, attempts: int = 3) -> tuple[int, int, int]:
     for attempt in range(attempts):
         try:
@@ -217,6 +223,7 @@ def write_batch_retrying(conn: psycopg.Connection, tenant_id: str, batch, attemp
                 raise
 
 # --- passes: client processes -------------------------------------------------------------
+
 
 @dataclass
 class Tally:
@@ -265,6 +272,7 @@ class Tally:
     def pct(self, p: float) -> float:
         return h.percentile(self.latencies, p) * 1000 if self.latencies else float("nan")
 
+
 def _service_worker(job: dict, batch_ids: list[int], deadline: float, start, res: Tally) -> None:
     corpus, headers, perf = job["corpus"], job["headers"], time.perf_counter
     start.wait()
@@ -305,6 +313,7 @@ def _service_worker(job: dict, batch_ids: list[int], deadline: float, start, res
         res.over_limit += out["over_limit"]
     res.cpu_clients = time.process_time() - c0
 
+
 def _baseline_worker(job: dict, batch_ids: list[int], deadline: float, start, res: Tally) -> None:
     corpus, perf = job["corpus"], time.perf_counter
     with psycopg.connect(job["conninfo"], connect_timeout=5) as conn:
@@ -329,6 +338,7 @@ def _baseline_worker(job: dict, batch_ids: list[int], deadline: float, start, re
         conn.execute("SELECT pg_stat_force_next_flush()")   # publish this backend's statistics now
         conn.commit()
 
+
 def _child_main(fn, job, idx, batch_ids, deadline, ready, start, queue) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
     res = Tally(planned=len(batch_ids))
@@ -339,6 +349,7 @@ def _child_main(fn, job, idx, batch_ids, deadline, ready, start, queue) -> None:
         res.fatal = f"{type(exc).__name__}: {exc}"
     res.end = res.end or time.monotonic()
     queue.put((idx, res))
+
 
 class AutoAnalyzer(threading.Thread):
     """Autovacuum's ANALYZE where the server runs without autovacuum: every 2 s, ANALYZE a table
@@ -366,7 +377,9 @@ class AutoAnalyzer(threading.Thread):
             self.runs[rel] += 1
         return self.runs
 
+
 CHILDREN: list = []  # multiprocessing.Process of the current pass
+
 
 def stop_children() -> None:
     for p in CHILDREN:
@@ -377,6 +390,7 @@ def stop_children() -> None:
             p.kill()
             p.join(timeout=5)
     CHILDREN.clear()
+
 
 def run_pass(label: str, sy, lists: list[list[int]], timeout: float, analyze: bool = False) -> Tally:
     """One forked process a list, started together; wall time from the start to the last end."""
@@ -423,6 +437,7 @@ def run_pass(label: str, sy, lists: list[list[int]], timeout: float, analyze: bo
         out.analyzed, out.analyze_error = analyzer.runs, analyzer.error
     return out
 
+
 def run_interleaved(systems: list, label: str, batches: dict[str, list[int]], rounds: int, timeout: float,
                     autoanalyze: bool) -> dict[str, Tally]:
     """Each system's batches in `rounds` segments, the systems taking turns (h.interleave), a
@@ -445,8 +460,10 @@ def run_interleaved(systems: list, label: str, batches: dict[str, list[int]], ro
 
 # --- table statistics ------------------------------------------------------------------------
 
+
 STAT_COLS = ("n_live_tup", "n_dead_tup", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del", "analyze_count",
              "autoanalyze_count")
+
 
 def read_stats(conninfo: str) -> dict[str, dict[str, int]]:
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
@@ -454,6 +471,7 @@ def read_stats(conninfo: str) -> dict[str, dict[str, int]]:
         rows = conn.execute(f"SELECT relname, {', '.join(STAT_COLS)} FROM pg_stat_user_tables "
                             "WHERE schemaname = 'public' AND relname = ANY(%s)", [list(TABLES)]).fetchall()
     return {r[0]: dict(zip(STAT_COLS, r[1:])) for r in rows}
+
 
 def catch_up(conninfo: str, autoanalyze: bool, stats: dict) -> dict:
     """After pass 1, the ANALYZE autovacuum would run soon (so that none runs in the replay)."""
@@ -464,8 +482,10 @@ def catch_up(conninfo: str, autoanalyze: bool, stats: dict) -> dict:
             h.say(f"catch-up ANALYZE before the replay: {dict(ran)}")
     return read_stats(conninfo)
 
+
 def _dead_pct(dead: int, live: int) -> float:
     return 100.0 * dead / live if live else float("nan")
+
 
 def replay_dead(ph) -> dict[str, tuple[int, int, float]]:
     """Per table: dead tuples the replay caused, live tuples, their share."""
@@ -476,8 +496,10 @@ def replay_dead(ph) -> dict[str, tuple[int, int, float]]:
         out[t] = (dead, live, _dead_pct(dead, live))
     return out
 
+
 def headers(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
 
 def print_pass(p: Tally, pad: str = " " * 25) -> None:
     print(f"  {p.label:<22} {p.events:>10,} ev {p.batches:>7,} req {p.wall:>8.1f} s {p.eps:>9,.0f} ev/s"
@@ -498,6 +520,7 @@ def print_pass(p: Tally, pad: str = " " * 25) -> None:
     for e in [f"error: {e}" for e in p.errors[:5]] + [f"retried: {e}" for e in p.retried[:5]]:
         print(f"{pad}{e}")
 
+
 def print_stats(ph) -> None:
     print(f"  pg_stat_user_tables ({ph.name}):")
     rows, passes = [], (("pass 1", ph.s0, ph.s1), ("replay", ph.s1r, ph.s2))
@@ -517,11 +540,13 @@ def print_stats(ph) -> None:
 
 # --- main -------------------------------------------------------------------------------
 
+
 def tenants(bench: h.Bench, db: str, keys: int):
     """The measured tenant with `keys` ingest keys, and the warm-up tenant."""
     made = bench.tenant(db, PLAN, unlimited=True, keys=keys, role="editor", permissions=["ingest"])
     made.warm = bench.tenant(db, PLAN, name="Warmup", unlimited=True, rt=made.rt)
     return made
+
 
 def warm_up(sy, corpus: Corpus, tenant) -> None:
     job = dict(sy.job, corpus=corpus, tenant_id=tenant.id, headers=[headers(tenant.key)])
@@ -530,6 +555,7 @@ def warm_up(sy, corpus: Corpus, tenant) -> None:
                  [list(range(i, n, sy.workers)) for i in range(sy.workers)], 120)
     h.say(f"{p.label}: {p.batches} batches, {p.eps:,.0f} ev/s, accepted={p.accepted} duplicates={p.duplicates} "
           f"retries={p.retries} failed={p.failed}" + "".join(f"\n  error: {e}" for e in p.errors[:5]))
+
 
 def run(bench: h.Bench, args) -> int:
     from cs_daemon.db import dispose_engines
@@ -603,6 +629,7 @@ def run(bench: h.Bench, args) -> int:
         server_errors=srv_errors(srv) if sy.name == "service" else []) for sy in systems}
     return report(args, phases, v)
 
+
 def statements(bench: h.Bench, systems, corpus: Corpus, n: int) -> dict[str, str]:
     """Per side, in this process on a fresh tenant, first pass and replay of the first n batches:
     psycopg executes a batch, and the service's CPU ms a batch (Flask test client, no HTTP)."""
@@ -639,16 +666,19 @@ def statements(bench: h.Bench, systems, corpus: Corpus, n: int) -> dict[str, str
         psycopg.Cursor.execute = execute
     return out
 
+
 def counts(conninfo: str, tenant_id: str) -> dict[str, int]:
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
         return {t: conn.execute(f"SELECT count(*) FROM {t} WHERE tenant_id = %s", [tenant_id]).fetchone()[0]
                 for t in ("events", "customers", "outbox_events")}
+
 
 def srv_errors(srv: h.Server, limit: int = 3) -> list[str]:
     """The distinct exception lines in the server's log, with their counts."""
     found = Counter(line.strip()[:300] for line in srv.log().splitlines()
                     if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Detected|Failure|Timeout)\b.*", line))
     return [f"{n} x {k}" for k, n in found.most_common(limit)]
+
 
 def report(args, phases: dict, v: SimpleNamespace) -> int:
     print("\nIngest throughput: POST /api/track (gunicorn) vs raw psycopg baseline")
@@ -710,10 +740,12 @@ def report(args, phases: dict, v: SimpleNamespace) -> int:
     print(f"  total run {time.monotonic() - v.t_start:.1f} s")
     return 1 if args.strict and missed else 0
 
+
 def check(args) -> str | None:
     if (args.events < args.batch or not 1 <= args.batch <= 100 or not 0 <= args.dup_rate < 1
             or args.clients < 1 or args.rounds < 1):
         return "need --events >= --batch, 1 <= --batch <= 100, 0 <= --dup-rate < 1, --clients >= 1, --rounds >= 1"
+
 
 if __name__ == "__main__":
     sys.exit(h.main("ingest", __doc__, OPTIONS, run, check))

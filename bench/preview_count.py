@@ -50,6 +50,7 @@ ENGAGEMENT = {"new": (0, 30), "onboarding": (5, 60), "activated": (20, 80), "eng
               "at_risk": (0, 40), "dormant": (0, 20), "churned": (0, 10)}
 EVENT_DAYS = 90
 
+
 def _cum(pairs):
     total, out = 0.0, []
     for _, w in pairs:
@@ -57,17 +58,21 @@ def _cum(pairs):
         out.append(total)
     return [p[0] for p in pairs], out
 
+
 def _ts(dt: datetime) -> str:
     return dt.isoformat(sep=" ")
 
+
 def user_id(i: int) -> str:
     return f"u{i:07d}"
+
 
 @dataclass
 class LoadStats:
     users: int = 0
     events: int = 0
     seconds: dict = field(default_factory=dict)
+
 
 def load_corpus(conninfo: str, tenant_id: str, n_users: int, n_events: int, seed: int) -> LoadStats:
     """COPY the customers, then the events, in one transaction after TRUNCATE (so FREEZE
@@ -210,6 +215,7 @@ def load_corpus(conninfo: str, tenant_id: str, n_users: int, n_events: int, seed
 # --- the trees and their hand-written SQL (what a careful engineer would write): %(t)s is the
 # tenant, {scope} where the sample's user range goes
 
+
 @dataclass
 class Tree:
     key: str
@@ -218,8 +224,10 @@ class Tree:
     sql: str
     params: dict = field(default_factory=dict)
 
+
 SCOPE = "AND c.id >= %(lo)s AND c.id < %(hi)s"
 COUNT = "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} "
+
 
 def trees() -> list[Tree]:
     d7, d14, d30 = (NOW - timedelta(days=n) for n in (7, 14, 30))
@@ -263,6 +271,7 @@ def trees() -> list[Tree]:
              "AND c.risk_level <> 'critical' AND (c.locale = 'de' OR c.team_size >= 5) AND NOT "
              + no_event.format("invited_teammate", "%(d14)s"), {"d14": d14}),
     ]
+
 
 class Methods:
     def __init__(self, rt, tenant_id: str, raw: psycopg.Connection):
@@ -327,8 +336,10 @@ class Methods:
 
 # --- main ---------------------------------------------------------------------------------
 
+
 def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
+
 
 def run(bench: h.Bench, args) -> int:
     db = bench.database()
@@ -389,6 +400,7 @@ def run(bench: h.Bench, args) -> int:
     print(f"\n  goals: ours <= {GOAL_HAND}x hand on each tree; ours >= {GOAL_PYTHON}x faster than python")
     print("  " + ("all met" if not misses else "missed: " + "; ".join(misses)))
     return 1 if args.strict and misses else 0
+
 
 if __name__ == "__main__":
     sys.exit(h.main("preview", __doc__, OPTIONS, run))

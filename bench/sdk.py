@@ -31,6 +31,7 @@ OPTIONS = """
 --strict          exit 1 when the goal is missed
 """
 
+
 @dataclass
 class Side:
     name: str
@@ -41,6 +42,7 @@ class Side:
     @property
     def eps(self) -> float:
         return self.events / self.seconds if self.seconds else 0.0
+
 
 def make_round(rng: random.Random, prefix: str, n: int) -> list[tuple[str, str, dict]]:
     """n events over USERS_A_ROUND users, each user's first one its $identify."""
@@ -53,6 +55,7 @@ def make_round(rng: random.Random, prefix: str, n: int) -> list[tuple[str, str, 
         name = rng.choices(names, weights)[0]
         out.append((users[u], name, ingest._props(rng, name, u)))
     return out[:n]
+
 
 def run_sdk(client: Client, events: list[tuple[str, str, dict]]) -> float:
     start = time.perf_counter()
@@ -67,11 +70,13 @@ def run_sdk(client: Client, events: list[tuple[str, str, dict]]) -> float:
         raise h.BenchError("the SDK did not deliver its events within 120 s")
     return time.perf_counter() - start
 
+
 def stamped(events: list[tuple[str, str, dict]]) -> list[list[dict]]:
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     rows = [{"user_id": u, "event": e, "properties": p, "timestamp": now,
              "idempotency_key": str(uuid.uuid4())} for u, e, p in events]
     return [rows[i:i + BATCH] for i in range(0, len(rows), BATCH)]
+
 
 def run_loop(session: requests.Session, url: str, batches: list[list[dict]]) -> float:
     start = time.perf_counter()
@@ -80,6 +85,7 @@ def run_loop(session: requests.Session, url: str, batches: list[list[dict]]) -> 
         if r.status_code != 200 or r.json()["accepted"] != len(batch):
             raise h.BenchError(f"plain loop: HTTP {r.status_code} {r.text[:200]}")
     return time.perf_counter() - start
+
 
 def run(bench: h.Bench, args) -> int:
     print(f"sdk.py: {args.events:,} events a side in {args.rounds} rounds; gunicorn 2 sync workers on "
@@ -133,9 +139,11 @@ def run(bench: h.Bench, args) -> int:
     print(f"  check: {stored:,} events stored, {expected:,} sent ({'ok' if ok else 'FAILED'})")
     return 2 if not ok else 1 if args.strict and ratio < GOAL else 0
 
+
 def check(args) -> str | None:
     if args.rounds < 1 or args.events // args.rounds < USERS_A_ROUND:
         return f"need --rounds >= 1 and at least {USERS_A_ROUND} events a round"
+
 
 if __name__ == "__main__":
     sys.exit(h.main("sdk", __doc__, OPTIONS, run, check))

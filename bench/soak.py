@@ -44,9 +44,11 @@ BACKLOG_SQL = {
     "owed decisions": "SELECT count(*) FROM decision_requests",
 }
 
+
 def rss_mb(pid: int) -> float | None:
     rss = h.proc_status(pid).get("VmRSS")
     return int(rss.split()[0]) / 1024 if rss else None
+
 
 def roles(daemon: h.Server) -> dict[str, int]:
     """role -> pid of every process of the daemon's tree."""
@@ -63,6 +65,7 @@ def roles(daemon: h.Server) -> dict[str, int]:
         counts[kind] += 1
         out[f"{kind} {counts[kind]}" if kind.endswith("worker") else kind] = p.pid
     return out
+
 
 class Sampler:
     def __init__(self, daemon: h.Server, db: str, prefix: str, load: Workload):
@@ -93,12 +96,14 @@ class Sampler:
         self.rows.append(row)
         return row
 
+
 def show(rows: list[dict], memory_roles: list[str]) -> str:
     head = ["min", *[f"{r} MB" for r in memory_roles], "queued", "delayed", "open", "overdue", "owed",
             "requests", "5xx", "delivered"]
     body = [[f"{r['minute']:g}", *[f"{r.get(m) or 0:.1f}" for m in memory_roles], r["queued"], r["delayed"],
              r["open"], r["overdue"], r["owed decisions"], r["requests"], r["5xx"], r["sent"]] for r in rows]
     return h.table(body, head)
+
 
 def slopes(rows: list[dict], roles_: list[str], warmup: float) -> dict[str, float]:
     """Each process's RSS trend after the warm-up, MB an hour (least squares)."""
@@ -109,6 +114,7 @@ def slopes(rows: list[dict], roles_: list[str], warmup: float) -> dict[str, floa
         if len(points) >= 3:
             out[role] = statistics.linear_regression(*zip(*points)).slope * 60
     return out
+
 
 def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
     """The problems found (none: ok)."""
@@ -133,6 +139,7 @@ def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
     if any(r["5xx"] for r in rows):
         problems.append(f"{sum(r['5xx'] for r in rows)} answers 5xx")
     return problems
+
 
 def run(bench: h.Bench, args) -> int:
     db = bench.database()
@@ -175,6 +182,7 @@ def run(bench: h.Bench, args) -> int:
     print("verdict: " + ("ok (no memory growth beyond the warm-up, no growing backlog)" if not problems
                          else "NOT ok: " + "; ".join(problems)))
     return 1 if problems and args.strict else 0
+
 
 if __name__ == "__main__":
     sys.exit(h.main("soak", __doc__, OPTIONS, run))

@@ -36,6 +36,7 @@ OPTIONS = """
 --worker-threads 4  CS_WORKER_THREADS
 """
 
+
 def start_daemon(bench: h.Bench, db: str, a) -> h.Server:
     return bench.serve(db, CS_WEB_PROCESSES=str(a.web_processes), CS_STREAM_SLOTS=str(a.stream_slots),
                        CS_STREAM_HEARTBEAT_SECONDS=str(a.heartbeat),
@@ -43,21 +44,25 @@ def start_daemon(bench: h.Bench, db: str, a) -> h.Server:
                        CS_STREAM_TENANT_SHARE="100", CS_ADDRESS_RATE_LIMIT="1000000",
                        CS_WORKER_PROCESSES="1", CS_WORKER_THREADS=str(a.worker_threads), CS_LOG_LEVEL="WARNING")
 
+
 def api_processes(daemon: h.Server) -> list[int]:
     table = {p.pid: p for p in h.descendants(daemon.pid)}
     return [p.pid for p in table.values() if "gunicorn" in p.cmdline and table.get(p.ppid) is not None
             and "gunicorn" in table[p.ppid].cmdline]
+
 
 def api_footprint(daemon: h.Server) -> tuple[float, int]:
     """(RSS MiB, threads) summed over the gunicorn worker processes."""
     status = [s for pid in api_processes(daemon) if (s := h.proc_status(pid))]
     return sum(int(s["VmRSS"].split()[0]) for s in status) / 1024, sum(int(s["Threads"]) for s in status)
 
+
 def families(env) -> dict[str, list[int]]:
     table = h.processes()
     return {"api (gunicorn)": api_processes(env.daemon),
             "worker (dramatiq)": [p.pid for p in h.descendants(env.daemon.pid, table) if "dramatiq" in p.cmdline],
             **h.stores(env.db, table), "bench client": [os.getpid()]}
+
 
 def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[dict[str, str], str]:
     """The users, a stream token each (the first through the API, the rest minted here the same
@@ -74,6 +79,7 @@ def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[
 
 # --- the streams ----------------------------------------------------------------------
 
+
 @dataclass
 class Stream:
     user: str
@@ -87,6 +93,7 @@ class Stream:
     arrivals: dict[str, float] = field(default_factory=dict)
     writer: asyncio.StreamWriter | None = None
     task: asyncio.Task | None = None
+
 
 class Streams:
     def __init__(self, port: int, retries: int):
@@ -165,6 +172,7 @@ class Streams:
 
 # --- the measurements -----------------------------------------------------------------
 
+
 async def hold_level(env, streams: Streams, tokens: dict[str, str], level: int, hold: float) -> dict:
     new = [Stream(u, tokens[u]) for u in list(tokens)[len(streams.all):level]]
     began = time.perf_counter()
@@ -194,6 +202,7 @@ async def hold_level(env, streams: Streams, tokens: dict[str, str], level: int, 
             "heartbeats": sum(s.heartbeats for s in upto), "rss_mib": rss, "api_threads": threads,
             "beats_min": min(beat_counts) if beat_counts else 0,
             "idle_cpu_pct": {k: v / hold * 100 for k, v in idle_cpu.items()}}
+
 
 async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: int, rate: float) -> dict:
     loop = asyncio.get_running_loop()
@@ -228,9 +237,11 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
             "stages": {"PUT approve answered": [x * 1000 for x in answered], **stages(env, planned)},
             "backlog": backlog, "cpu": cpu, "wall": wall}
 
+
 def queued_jobs(env) -> int:
     with contextlib.closing(redis.Redis.from_url(h.REDIS)) as client:
         return int(client.hlen(f"{env.prefix}:dramatiq:default.msgs"))
+
 
 def settled_statuses(env, planned: list[str], timeout: float = 60.0) -> list[str]:
     """The interventions' statuses once all are delivered (or the time is up)."""
@@ -243,6 +254,7 @@ def settled_statuses(env, planned: list[str], timeout: float = 60.0) -> list[str
                 return statuses
             time.sleep(0.2)
 
+
 def stages(env, planned: list[str]) -> dict[str, list[float]]:
     """From the rows' timestamps: approved -> queued by the delivery job -> written to the stream."""
     with psycopg.connect(h.conninfo(env.db)) as conn:
@@ -253,6 +265,7 @@ def stages(env, planned: list[str]) -> dict[str, list[float]]:
             (planned,)).fetchall()
     return {"approved -> queued by the job": [float(r[0]) for r in rows],
             "queued -> written to the stream": [float(r[1]) for r in rows if r[1] is not None]}
+
 
 async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[list[dict], dict]:
     a = env.args
@@ -282,6 +295,7 @@ async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[li
     finally:
         streams.close_all()
     return results, latency
+
 
 def report(a, results: list[dict], latencies: dict, load: float, began: float) -> None:
     base, results = results[0], results[1:]
@@ -322,6 +336,7 @@ def report(a, results: list[dict], latencies: dict, load: float, began: float) -
         print(f"    CPU during the {latency['wall']:.1f} s of approvals ({h.CPUS} CPUs): {busy}")
     print(f"  total run {time.monotonic() - began:.1f} s")
 
+
 def run(bench: h.Bench, args) -> int:
     began, load = time.monotonic(), os.getloadavg()[0]
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -337,6 +352,7 @@ def run(bench: h.Bench, args) -> int:
     report(args, results, latency, load, began)
     return 0
 
+
 def check(args) -> str | None:
     try:
         args.levels, args.latency_at = (sorted({int(x) for x in v.split(",")}) for v in (args.levels, args.latency_at))
@@ -344,6 +360,7 @@ def check(args) -> str | None:
         return "--levels and --latency-at take stream counts separated by commas"
     if not set(args.latency_at) <= set(args.levels) or args.samples > min(args.latency_at):
         return "--latency-at must name levels of --levels, and --samples be at most the smallest"
+
 
 if __name__ == "__main__":
     sys.exit(h.main("sse", __doc__, OPTIONS, run, check))

@@ -42,10 +42,12 @@ OPTIONS = """
 --strict            exit 1 when the ratio misses the goal
 """
 
+
 def payload(i: int) -> dict:
     return {"user_id": f"user-{i:06d}", "previous_risk": "low", "new_risk": "high",
             "changed_at": "2026-11-02T09:30:00Z", "score": 37 + i % 50,
             "reasons": ["login_drop", "support_tickets"]}
+
 
 def setup(bench: h.Bench) -> SimpleNamespace:
     from cs_daemon.webhooks import service as webhooks
@@ -62,8 +64,10 @@ def setup(bench: h.Bench) -> SimpleNamespace:
     return SimpleNamespace(db=db, rt=tenant.rt, tenant_id=tenant.id, receiver=receiver, receiver_url=url,
                            endpoint_secret=secret, worker=None)
 
+
 def receiver_stats(env) -> dict:
     return requests.get(f"{env.receiver_url}/stats", timeout=5).json()
+
 
 def run_baseline(bench: h.Bench, env, bodies: list[str], threads: int, warmup: int) -> dict:
     spec = {"url": f"{env.receiver_url}/hook", "secret": env.endpoint_secret, "threads": threads, "warmup": warmup,
@@ -83,6 +87,7 @@ def run_baseline(bench: h.Bench, env, bodies: list[str], threads: int, warmup: i
         raise h.BenchError(f"baseline: the receiver got {got} POSTs, expected {len(bodies) + warmup}")
     return result
 
+
 def record_events(env, events: list[tuple[str, dict]]) -> tuple[float, float]:
     """The events in one transaction (the deliveries enqueued at commit): (commit started, done)."""
     from cs_daemon.outbox import service as outbox
@@ -92,6 +97,7 @@ def record_events(env, events: list[tuple[str, dict]]) -> tuple[float, float]:
         s.flush()
         t0 = time.perf_counter()
     return t0, time.perf_counter()
+
 
 def wait_delivered(env, conn: psycopg.Connection, total: int, timeout: float) -> float:
     deadline = time.monotonic() + timeout
@@ -103,6 +109,7 @@ def wait_delivered(env, conn: psycopg.Connection, total: int, timeout: float) ->
                                f"{env.worker.log()[-3000:]}")
         time.sleep(0.05)
     return time.perf_counter()
+
 
 def run_service(env, first: int, n: int) -> dict:
     with psycopg.connect(h.conninfo(env.db), autocommit=True) as conn:
@@ -117,10 +124,12 @@ def run_service(env, first: int, n: int) -> dict:
             "posts": stats_after["posts"] - stats_before["posts"], "ids": stats_after["ids"] - stats_before["ids"],
             "sweeps": [int(x) for x in SWEPT.findall(env.worker.log())[sweeps_before:]]}
 
+
 def families(env) -> dict[str, list[int]]:
     table = h.processes()
     return {"worker": [env.worker.pid] + [p.pid for p in h.descendants(env.worker.pid, table)],
             **h.stores(env.db, table), "receiver": [env.receiver.pid], "bench": [os.getpid()]}
+
 
 def attempt_summary(env) -> dict:
     with psycopg.connect(h.conninfo(env.db), autocommit=True) as conn:
@@ -133,6 +142,7 @@ def attempt_summary(env) -> dict:
     if row[3] or per[1]:
         raise h.BenchError(f"{row[3]} attempts did not get a 200; {per[1]} deliveries not delivered")
     return {"attempts": row[0], "avg": float(row[1]), "p50": float(row[2]), "max_attempts": per[0], "bodies": stored}
+
 
 def run(bench: h.Bench, args) -> int:
     from cs_daemon.delivery.service import encode
@@ -188,11 +198,13 @@ def run(bench: h.Bench, args) -> int:
     print(f"  CPU during the service rounds ({seconds:.1f} s wall x {h.CPUS} CPUs): {busy}")
     return 1 if args.strict and ratio < GOAL else 0
 
+
 def check(args) -> str | None:
     if not 1 <= args.rounds <= args.deliveries // 50:
         return "1 <= --rounds <= deliveries / 50"
 
 # --- the baseline: sign (both signature headers) and POST prepared bodies, N threads sharing a Session
+
 
 def sign(secret: bytes, body: bytes, delivery_id: str, event_id: str) -> dict[str, str]:
     now = datetime.now(timezone.utc)
@@ -203,6 +215,7 @@ def sign(secret: bytes, body: bytes, delivery_id: str, event_id: str) -> dict[st
             "X-Service-Timestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "webhook-id": delivery_id,
             "webhook-timestamp": str(ts), "webhook-signature": "v1," + base64.b64encode(mac).decode(),
             "X-Service-Event-Id": event_id}
+
 
 def post_all(session: requests.Session, url: str, secret: bytes, items: list, threads: int) -> tuple[float, int]:
     lock, it, errors = threading.Lock(), iter(items), [0]
@@ -230,6 +243,7 @@ def post_all(session: requests.Session, url: str, secret: bytes, items: list, th
         t.join()
     return time.perf_counter() - start, errors[0]
 
+
 def baseline_main(path: str) -> int:
     spec = json.loads(open(path).read())
     secret, items = spec["secret"].encode(), [(i["id"], i["event_id"], i["body"].encode()) for i in spec["items"]]
@@ -243,7 +257,9 @@ def baseline_main(path: str) -> int:
 
 # --- the receiver: HTTP/1.1 keep-alive, every POST read whole and answered 200 at once; GET /stats
 
+
 OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
+
 
 class Receiver(asyncio.Protocol):
     posts, ids = 0, set()
@@ -268,6 +284,7 @@ class Receiver(asyncio.Protocol):
                 body = json.dumps({"posts": Receiver.posts, "ids": len(Receiver.ids - {None})}).encode()
                 self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                                      + str(len(body)).encode() + b"\r\n\r\n" + body)
+
 
 async def receiver_main() -> None:
     loop, stop = asyncio.get_running_loop(), asyncio.Event()
