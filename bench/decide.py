@@ -196,8 +196,8 @@ def tenant_day_counts(seed: int, playbook_ids: list[str]) -> dict[str, int]:
     rng = random.Random(seed + 1)
     return {pid: rng.choice([0, 10, 60, 300]) for pid in playbook_ids}
 
-# --- the hand-written evaluator (generated) ---------------------------------------------------
 
+# --- the hand-written evaluator (generated) ---------------------------------------------------
 
 class _Gen:
     """Python source for one condition tree, with the engine's semantics written out."""
@@ -382,8 +382,8 @@ def compile_hand(specs: list[PlaybookSpec]):
     exec(compile(src, "<hand-written evaluator>", "exec"), namespace)
     return namespace["hand"], src
 
-# --- in-process timing ---------------------------------------------------------------------
 
+# --- in-process timing ---------------------------------------------------------------------
 
 def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) -> dict:
     playbooks = PlaybookSet(specs)
@@ -398,8 +398,8 @@ def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) ->
             "picked": sum(m.playbook_id is not None for m in made),
             "matched": statistics.fmean(m.matched_playbooks for m in made)}
 
-# --- over HTTP ---------------------------------------------------------------------------------
 
+# --- over HTTP ---------------------------------------------------------------------------------
 
 def track_batches(n_users: int, seed: int, real_now: datetime) -> tuple[list[dict], int]:
     """POST /api/track bodies (100 events each) for n_users users."""

@@ -169,8 +169,8 @@ def report(backend: str, res: dict, decisions: int) -> list[str]:
         missed.append(f"{backend}: engine / best single {vs_single:.2f} < 1.8")
     return missed
 
-# -- latency ------------------------------------------------------------------------------
 
+# -- latency ------------------------------------------------------------------------------
 
 SEED_SQL = """
 INSERT INTO external_actions (tenant_id, id, action_type, user_id, status, parameters, confidence, lifecycle_stage,

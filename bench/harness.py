@@ -49,8 +49,8 @@ def conninfo(dbname: str = "postgres") -> str:
 def say(*parts) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
-# --- figures ----------------------------------------------------------------------------
 
+# --- figures ----------------------------------------------------------------------------
 
 def percentile(xs: Sequence[float], p: float) -> float:
     """As statistics.quantiles(method="inclusive")."""
@@ -107,8 +107,8 @@ def sides(fns: dict[str, Callable], rounds: int, warmup: int = 0) -> tuple[dict[
         times[k].append(dt)
     return times, last
 
-# --- the machine ------------------------------------------------------------------------
 
+# --- the machine ------------------------------------------------------------------------
 
 def cpu_seconds(pids: Sequence[int]) -> float:
     """User + system CPU seconds of these processes so far."""
@@ -196,8 +196,8 @@ def stores(dbname: str, table: dict | None = None) -> dict[str, list[int]]:
                                          if name[p.pid].startswith("postgres") and f" {dbname} " in p.cmdline],
             "redis": [p.pid for p in table.values() if name[p.pid].startswith("redis-server")]}
 
-# --- the run's resources ----------------------------------------------------------------
 
+# --- the run's resources ----------------------------------------------------------------
 
 class Server:
     def __init__(self, name: str, argv: list[str], env: dict, tmp: Path, port: int = 0):
@@ -512,8 +512,8 @@ def reload(dbname: str, tables: Sequence[str], load: Callable[[], dict[str, floa
         seconds["VACUUM ANALYZE"], _ = timed(lambda: [conn.execute(f"VACUUM ANALYZE {t}") for t in tables])
     return seconds
 
-# --- the vocabulary of the generated corpora (name, weight) ------------------------------
 
+# --- the vocabulary of the generated corpora (name, weight) ------------------------------
 
 STAGES = [("new", 8), ("onboarding", 20), ("activated", 25), ("engaged", 22), ("at_risk", 12),
           ("dormant", 8), ("churned", 5)]

@@ -173,10 +173,10 @@ def make_corpus(n_events: int, n_users: int, batch: int, dup_rate: float, seed: 
         c.columns.append((c.users[b:e], c.names[b:e], c.props[b:e], c.ts[b:e], c.keys[b:e]))
     return c
 
+
 # --- the baseline: raw psycopg, one transaction a batch: the events from arrays (duplicate keys
 # dropped, key order so that a retry racing its original cannot deadlock), then one upsert of
 # the users' customers rows (sorted); no HTTP, authentication, validation or scoring
-
 
 EVENTS_SQL = """
 INSERT INTO events (id, tenant_id, user_id, event, properties, "timestamp", received_at, source, test, idempotency_key)
@@ -222,8 +222,8 @@ def write_batch_retrying(conn: psycopg.Connection, tenant_id: str, batch, attemp
             if attempt + 1 == attempts:
                 raise
 
-# --- passes: client processes -------------------------------------------------------------
 
+# --- passes: client processes -------------------------------------------------------------
 
 @dataclass
 class Tally:
@@ -458,8 +458,8 @@ def run_interleaved(systems: list, label: str, batches: dict[str, list[int]], ro
         out[sy.name].planned, out[sy.name].done_ids = len(batches[sy.name]), sorted(out[sy.name].done_ids)
     return out
 
-# --- table statistics ------------------------------------------------------------------------
 
+# --- table statistics ------------------------------------------------------------------------
 
 STAT_COLS = ("n_live_tup", "n_dead_tup", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del", "analyze_count",
              "autoanalyze_count")
@@ -538,8 +538,8 @@ def print_stats(ph) -> None:
                + before.get(t, {}).get("autoanalyze_count", 0)]:
         print(f"    note: ANALYZE ran during {', '.join(dict.fromkeys(ran))}: it resets n_dead_tup (+upd, +del count)")
 
-# --- main -------------------------------------------------------------------------------
 
+# --- main -------------------------------------------------------------------------------
 
 def tenants(bench: h.Bench, db: str, keys: int):
     """The measured tenant with `keys` ingest keys, and the warm-up tenant."""

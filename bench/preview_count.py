@@ -212,9 +212,9 @@ def load_corpus(conninfo: str, tenant_id: str, n_users: int, n_events: int, seed
         conn.commit()
     return stats
 
+
 # --- the trees and their hand-written SQL (what a careful engineer would write): %(t)s is the
 # tenant, {scope} where the sample's user range goes
-
 
 @dataclass
 class Tree:
@@ -334,8 +334,8 @@ class Methods:
             matched += conditions.evaluate(tree.tree, facts)
         return matched
 
-# --- main ---------------------------------------------------------------------------------
 
+# --- main ---------------------------------------------------------------------------------
 
 def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")

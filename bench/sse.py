@@ -77,8 +77,8 @@ def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[
     pid = api.call("POST", "/api/playbooks", {"name": "Bench nudge"})["id"]
     return tokens, pid
 
-# --- the streams ----------------------------------------------------------------------
 
+# --- the streams ----------------------------------------------------------------------
 
 @dataclass
 class Stream:
@@ -170,8 +170,8 @@ class Streams:
             if s.writer is not None:
                 s.writer.close()
 
-# --- the measurements -----------------------------------------------------------------
 
+# --- the measurements -----------------------------------------------------------------
 
 async def hold_level(env, streams: Streams, tokens: dict[str, str], level: int, hold: float) -> dict:
     new = [Stream(u, tokens[u]) for u in list(tokens)[len(streams.all):level]]

@@ -203,8 +203,8 @@ def check(args) -> str | None:
     if not 1 <= args.rounds <= args.deliveries // 50:
         return "1 <= --rounds <= deliveries / 50"
 
-# --- the baseline: sign (both signature headers) and POST prepared bodies, N threads sharing a Session
 
+# --- the baseline: sign (both signature headers) and POST prepared bodies, N threads sharing a Session
 
 def sign(secret: bytes, body: bytes, delivery_id: str, event_id: str) -> dict[str, str]:
     now = datetime.now(timezone.utc)
@@ -255,8 +255,8 @@ def baseline_main(path: str) -> int:
     print(json.dumps({"n": len(items), "seconds": seconds, "rate": len(items) / seconds, "errors": errors}))
     return 0
 
-# --- the receiver: HTTP/1.1 keep-alive, every POST read whole and answered 200 at once; GET /stats
 
+# --- the receiver: HTTP/1.1 keep-alive, every POST read whole and answered 200 at once; GET /stats
 
 OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
 
