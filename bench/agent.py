@@ -1,26 +1,5 @@
-"""The agent's cost: CPU per tool-calling step outside the model, and decisions per second
-with a slow model at the worker's concurrency (docs/ai.md, "The agent").
-
-    .venv/bin/python bench/agent.py                 # or --decisions / --delay-ms / --threads
-
-Fresh database (bench/harness.py), a tenant with one `welcome` playbook that may send on
-email or in_app, and --users users ingested in process. The model is the tests' loopback
-OpenAI-compatible server (tests/support/openai_server.py) answering every decision alike:
-get_customer, list_options, get_recent_events, get_history, then decide (5 tool calls over
-5 model calls; `usage` 40 tokens each).
-
-  1. CPU per step: the model answers at once; for --decisions decisions, the agent's run
-     (cs_daemon.agent.service.run: the openai client's requests and parsing, the tools and
-     their queries) in a read-only unit of work, timed with the calling thread's CPU clock
-     (time.thread_time), so the model server's threads are not counted; CPU per step =
-     CPU / tool calls (goal <= 5 ms). Wall time per step is printed beside it.
-  2. Throughput: the model takes --delay-ms per call; decisions (requests.decide_for: propose
-     with the agent, then record) for distinct users from 1 thread and from --threads threads
-     (default: the worker's configured CS_WORKER_THREADS); decisions/s and the speed-up.
-     Decisions are not serialized behind a slow call when the speed-up is close to the
-     number of threads.
-
---strict: exit 1 when the CPU goal is missed or the speed-up is under half the threads."""
+"""The agent's cost: CPU per tool-calling step outside the model (instant loopback model),
+and decisions/s with a slow model from 1 thread and from the worker's threads."""
 
 from __future__ import annotations
 
@@ -41,7 +20,6 @@ OPTIONS = """
 --delay-ms 300 the slow model's time per call, in milliseconds
 --threads 0 decision threads of the throughput part (0: the worker's configured CS_WORKER_THREADS)
 --slow-decisions 24 decisions per throughput run
---profile 0 print the top N functions by cumulative time of the CPU part (0: no profile)
 --strict exit 1 when a goal is missed
 """
 
@@ -144,14 +122,6 @@ def run(bench: h.Bench, args) -> int:
     users = iter(f"u{i}" for i in range(args.users))
     take = lambda n: [next(users) for _ in range(n)]   # noqa: E731
     cpu_per_step(rt, tenant, take(10))                                    # warm-up
-    if args.profile:
-        import cProfile
-        import pstats
-
-        prof = cProfile.Profile()
-        prof.runcall(cpu_per_step, rt, tenant, take(args.decisions))
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
-        return 0
     fast = cpu_per_step(rt, tenant, take(args.decisions))
     threads = args.threads or rt.settings.cs_worker_threads
     model.responder = responder(args.delay_ms / 1000)

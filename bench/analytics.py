@@ -1,32 +1,5 @@
-"""Analytics latency on PostgreSQL: GET /api/analytics?range=90d against a raw GROUP BY
-scan of the same tenant's events, in the same run.
-
-    .venv/bin/python bench/analytics.py                                   # 10M events, 200k users
-    .venv/bin/python bench/analytics.py --events 500000 --users 20000     # a quick run
-
-  1. on a fresh database (bench/harness.py) with one tenant on the "scale" plan (its admin
-     key is the one the endpoint is called with), seeds on the server with INSERT ...
-     SELECT FROM generate_series (setseed, so the corpus is the same every run), the
-     indexes and constraints of the loaded tables dropped for the load and re-created
-     with their exact migrated definitions, then VACUUM ANALYZE:
-       --users customers (1% of them test-mode): 7 lifecycle stages, risk levels that
-         follow the stage, scores, last activity by stage (some past 90 days);
-       --events events of 20 names (skewed mix) for random users over the last 90 days;
-       12 playbooks over 5 lifecycle areas and --interventions interventions over the
-         last 120 days: channels, statuses, outcomes with their times, some test-mode,
-         shadow and escalations (what the endpoint must leave out);
-  2. times, interleaved, --runs times each after --warmup untimed rounds:
-       endpoint: GET /api/analytics?range=90d with the tenant's key through Flask's test
-                 client on the real app (create_app, every layer: auth, rate limit, the
-                 tenant-scoped session, the service, validation of the answer, JSON),
-                 in this process, with the clock fixed at the corpus' "now";
-       raw scan: SELECT event, count(*) FROM events WHERE tenant_id = %s AND timestamp >=
-                 now - 90 days AND NOT test GROUP BY event over one raw psycopg connection
-                 (what answering from events at request time costs);
-     and prints p50 / min / max of both and the ratio of the p50s (goal <= 0.1: analytics
-     reads customers and interventions, never events);
-  3. checks the answer against the corpus (users, interventions in range). --keep-db keeps
-     the database; --strict: exit 1 when the goal is missed or a check fails."""
+"""Analytics latency: GET /api/analytics?range=90d (in process, every layer) against a raw
+GROUP BY scan of the same tenant's events, on a corpus seeded in SQL."""
 
 from __future__ import annotations
 
@@ -119,7 +92,6 @@ FROM (SELECT g, r1, r2, r3, %(now)s - make_interval(secs => r4 * 120 * 86400) AS
             FROM generate_series(1, %(interventions)s) g) r) s
 """
 
-
 STEPS = (("customers", CUSTOMERS), ("events", EVENTS), ("playbooks", PLAYBOOKS), ("interventions", INTERVENTIONS))
 
 
@@ -140,7 +112,6 @@ def expected(conninfo: str, tenant_id: str) -> dict:
             "AND status <> 'shadow' AND channel <> 'escalate'", (tenant_id, since)).fetchone()[0]
         events = conn.execute("SELECT count(*) FROM events WHERE tenant_id = %s", (tenant_id,)).fetchone()[0]
     return {"total_users": users, "total_interventions": interventions, "events": events}
-
 
 
 def _ms(values: list[float]) -> str:

@@ -1,22 +1,5 @@
-"""Every console page, server-rendered, with 100,000 customers (goal: p50 under 200 ms each).
-
-    .venv/bin/python bench/console.py                          # 100k customers, 1M events
-    .venv/bin/python bench/console.py --users 20000 --events 100000 --runs 5    # a quick run
-
-  1. on a fresh PostgreSQL database (bench/harness.py) with one tenant on the "scale" plan,
-     seeds on the server (setseed: the same corpus every run), the loaded tables' indexes
-     dropped for the load and re-created with their migrated definitions, then VACUUM
-     ANALYZE: --users customers (1% test-mode, a `plan` trait), --events events over 90
-     days, 12 playbooks, --interventions interventions over 120 days (the corpus of
-     bench/analytics.py), daily score snapshots of --snapshot-users users over 90 days, a
-     webhook endpoint with --deliveries deliveries of two attempts each;
-  2. signs in to the console with the tenant's admin key (a session cookie, as a browser
-     holds it) and times each page through Flask's test client on the real app (every
-     layer: the session, the tenant-scoped unit of work, the services, the template), in
-     this process, --runs times after --warmup untimed rounds, pages interleaved;
-  3. prints p50 / p95 / max of each page and whether p50 meets the goal; checks that each
-     page answered 200 and that lists paginate (a page holds at most its page size).
-     --strict: exit 1 when a goal is missed or a check fails."""
+"""Every console page, server-rendered, with 100,000 customers (goal: p50 under 200 ms each),
+timed through Flask's test client with a signed-in session, pages interleaved."""
 
 from __future__ import annotations
 
@@ -84,7 +67,6 @@ SELECT '00000000-0000-4000-d000-' || lpad(to_hex(g * 2 + n), 12, '0'), %(t)s,
        42.0, CASE WHEN n = 1 THEN 'HTTP 503' END
 FROM generate_series(1, %(deliveries)s) g, generate_series(1, 2) n
 """
-
 
 BIG = (*corpus.STEPS[:1], ("traits", TRAITS), *corpus.STEPS[1:], ("snapshots", SNAPSHOTS))
 SMALL = (("endpoint", ENDPOINT), ("deliveries", DELIVERIES), ("attempts", ATTEMPTS))

@@ -1,38 +1,4 @@
-"""Per-user decision time with 50 active playbooks against a hand-written evaluator, and the
-dry-run latency over HTTP.
-
-    .venv/bin/python bench/decide.py                       # or with --users / --requests
-    .venv/bin/python bench/decide.py --skip-http           # the in-process part only
-
-  1. in process: builds 50 PlaybookSpec objects (deterministic, seeded) of about 5
-     conditions each - column fields, derived days, traits (string, number and array),
-     one event clause (count >= N or = 0 within D days), nested any/not - with exit
-     conditions, constraints (channels, max_per_user, cooldown, max_per_day, quiet hours,
-     min_confidence) and strategy hints (priority, preferred channel, escalate, external
-     actions), and --contexts user contexts (Facts with precomputed event counts, an e-mail
-     or not, a time zone, opt-outs) with a History each; then times, interleaved over
-     --passes passes, per user:
-       decide:  decide(user, playbooks, history, now=NOW, every=True) (the dry run's call),
-                playbooks = PlaybookSet(specs) built once, as the service keeps it;
-       hand:    a Python function generated from the same 50 playbooks - plain if-statements,
-                the conditions written out with the same semantics (missing values never
-                compare, numbers never equal text), constraints inlined, static values
-                precomputed - that counts the matching playbooks and picks the best (checked
-                to agree with decide for every user);
-       hand-early: the same in rank order, stopping at the first eligible playbook (an
-                upper bound of what hand-written code can do);
-     and prints microseconds a user and the ratio decide / hand (goal <= 3);
-  2. over HTTP (bench/harness.py: fresh database, "scale" tenant, gunicorn with 2 sync
-     workers in production mode): creates and activates the same 50 playbooks through the
-     API, ingests --users users through POST /api/track ($identify with traits, $locale,
-     product events over the last 30 days; batches of 100), then sends --warmup +
-     --requests POST /api/interventions/dry-run for random users from one sequential client
-     and prints p50/p95/p99/mean/max latency and throughput; then, in this process on the
-     same database, times service.dry_run (the route's work without HTTP, auth and
-     serialization) and its parts (specs, the user's context, the history; decide).
-
-Machine load is printed with the figures. --strict: exit 1 when the goal is missed or a
-decision differs."""
+"""Per-user decide() with 50 playbooks against generated if-statements, and the dry run over HTTP."""
 
 from __future__ import annotations
 
@@ -66,7 +32,6 @@ OPTIONS = """
 --users 3000      >=10 users ingested over HTTP
 --requests 3000   >=100 measured dry-run requests
 --warmup 200      warm-up dry-run requests
---breakdown 300   in-process dry runs for the breakdown
 --seed 20261102   seed of the playbooks and users
 --skip-http       only the in-process part
 --show-hand       print the generated hand-written evaluator
@@ -234,7 +199,6 @@ def tenant_day_counts(seed: int, playbook_ids: list[str]) -> dict[str, int]:
 
 # --- the hand-written evaluator (generated) ---------------------------------------------------
 
-
 class _Gen:
     """Python source for one condition tree, with the engine's semantics written out."""
 
@@ -341,21 +305,18 @@ def _local_time(tz_name: str, fallback: str, now: datetime) -> dtime:
         return now.astimezone(ZoneInfo(fallback)).time()
 
 
-def compile_hand(specs: list[PlaybookSpec], *, early_exit: bool = False):
-    """A function (user, history, now) -> (matched or None, playbook_id, action, channel)
-    written out as if by hand for these playbooks."""
+def compile_hand(specs: list[PlaybookSpec]):
+    """A function (user, counts, history, now) -> (matched, playbook_id, action, channel) written
+    out as if by hand for these playbooks."""
     gen = _Gen()
     ranked = sorted(specs, key=lambda pb: (-score_of(pb), pb.name, pb.id))
     rank = {pb.id: k for k, pb in enumerate(ranked)}
-    order = ranked if early_exit else specs
     body: list[str] = []
-    for pb in order:
+    for pb in specs:
         c, hints = pb.constraints or {}, pb.strategy_hints or {}
         pid = gen.const(pb.id)
         entry = gen.node(pb.entry_conditions)
-        lines = [f"# {pb.name}", f"if {entry}:"]
-        if not early_exit:
-            lines.append("    matched += 1")
+        lines = [f"# {pb.name}", f"if {entry}:", "    matched += 1"]
         checks: list[str] = []
         if pb.exit_conditions:
             checks.append(f"not {gen.node(pb.exit_conditions)}")
@@ -395,8 +356,7 @@ def compile_hand(specs: list[PlaybookSpec], *, early_exit: bool = False):
                 quiet = (f"({s_} <= {lt} < {e_})" if start <= end else f"({lt} >= {s_} or {lt} < {e_})")
                 checks.append(f"not {quiet}")
             checks.insert(0, "ch is not None")
-        pick = (f"return None, {pid}, {action!r}, {channel_expr}" if early_exit else
-                f"if best_rank is None or {rank[pb.id]} < best_rank: "
+        pick = (f"if best_rank is None or {rank[pb.id]} < best_rank: "
                 f"best_rank, best, act, chan = {rank[pb.id]}, {pid}, {action!r}, {channel_expr}")
         for line in inner:
             lines.append("    " + line)
@@ -414,11 +374,8 @@ def compile_hand(specs: list[PlaybookSpec], *, early_exit: bool = False):
                 "    return t"]
     # per-user values, computed once, in first-use order
     prologue += [f"{name} = {expr}" for name, expr in gen.locals.items()]
-    if early_exit:
-        epilogue = ["return None, None, 'none', None"]
-    else:
-        prologue += ["matched = 0", "best_rank = best = act = chan = None"]
-        epilogue = ["return matched, best, act or 'none', chan"]
+    prologue += ["matched = 0", "best_rank = best = act = chan = None"]
+    epilogue = ["return matched, best, act or 'none', chan"]
     src = "def hand(user, counts, history, now):\n" + "\n".join(
         "    " + line for line in prologue + body + epilogue) + "\n"
     namespace = {"_local_time": _local_time, **gen.consts}
@@ -428,35 +385,21 @@ def compile_hand(specs: list[PlaybookSpec], *, early_exit: bool = False):
 
 # --- in-process timing ---------------------------------------------------------------------
 
-
 def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) -> dict:
     playbooks = PlaybookSet(specs)
     hand, src = compile_hand(specs)
-    early, _ = compile_hand(specs, early_exit=True)
-    # agreement, user by user
-    diffs = []
-    for case in users:
-        made = decide(case.user, playbooks, case.history, now=NOW, every=True)
-        got = hand(case.user, case.counts, case.history, NOW)
-        want = (made.matched_playbooks, made.playbook_id, made.action, made.channel)
-        if got != want:
-            diffs.append((case.user.user_id, want, got))
-        e = early(case.user, case.counts, case.history, NOW)
-        if e[1:] != want[1:]:
-            diffs.append((case.user.user_id, want, ("early",) + e))
+    made = [decide(c.user, playbooks, c.history, now=NOW, every=True) for c in users]
+    diffs = [(c.user.user_id, want, got) for c, m in zip(users, made)
+             if (got := hand(c.user, c.counts, c.history, NOW)) != (want := (m.matched_playbooks, m.playbook_id,
+                                                                            m.action, m.channel))]
     times, _ = h.sides({"decide": lambda: [decide(c.user, playbooks, c.history, now=NOW, every=True) for c in users],
-                        "hand": lambda: [hand(c.user, c.counts, c.history, NOW) for c in users],
-                        "hand-early": lambda: [early(c.user, c.counts, c.history, NOW) for c in users]}, passes, 1)
-    stats = {k: [t / len(users) * 1e6 for t in v] for k, v in times.items()}
-    picked = sum(1 for case in users
-                 if decide(case.user, playbooks, case.history, now=NOW, every=True).playbook_id is not None)
-    matched = statistics.fmean(decide(c.user, playbooks, c.history, now=NOW, every=True).matched_playbooks
-                               for c in users)
-    return {"stats": stats, "diffs": diffs, "picked": picked, "matched": matched, "src": src}
+                        "hand": lambda: [hand(c.user, c.counts, c.history, NOW) for c in users]}, passes, 1)
+    return {"stats": {k: [t / len(users) * 1e6 for t in v] for k, v in times.items()}, "diffs": diffs, "src": src,
+            "picked": sum(m.playbook_id is not None for m in made),
+            "matched": statistics.fmean(m.matched_playbooks for m in made)}
 
 
 # --- over HTTP ---------------------------------------------------------------------------------
-
 
 def track_batches(n_users: int, seed: int, real_now: datetime) -> tuple[list[dict], int]:
     """POST /api/track bodies (100 events each) for n_users users."""
@@ -493,11 +436,8 @@ def track_batches(n_users: int, seed: int, real_now: datetime) -> tuple[list[dic
     return [{"events": events[k:k + 100]} for k in range(0, len(events), 100)], len(events)
 
 
-
-
 def http_part(bench: h.Bench, args, playbooks: list[dict]) -> dict:
     db = bench.database()
-    h.say(f"HTTP: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, PLAN, unlimited=True)
     srv, _ = bench.api(db, {"Authorization": f"Bearer {tenant.key}"}, PLAN, CS_LOG_LEVEL="WARNING")
     api, out = h.Api(srv.url(), tenant.key), {}
@@ -545,40 +485,7 @@ def http_part(bench: h.Bench, args, playbooks: list[dict]) -> dict:
     out.update(wall=perf() - t_all, load=probe.line(), lat=h.summary(lat), actions=actions,
                matched=statistics.fmean(matched), bytes=statistics.fmean(sizes))
     srv.check()
-    out["breakdown"] = breakdown(tenant, user_ids, rng, args.breakdown)
     return out
-
-
-def breakdown(tenant, user_ids: list[str], rng: random.Random, n: int) -> dict:
-    """The route's work in this process (no HTTP, auth, rate limit or serialization), and its
-    parts, on the same database: median and p99 ms."""
-    from cs_daemon.customers import service as customers
-    from cs_daemon.decisions import context, service
-
-    rt, perf = tenant.rt, time.perf_counter
-    parts: dict[str, list[float]] = {"dry_run total": [], "session + customer": [], "specs (2 queries)": [],
-                                     "user_context (1 query)": [], "history (2 queries)": [], "decide": []}
-    for k in range(n + 20):
-        uid, now = rng.choice(user_ids), rt.now()
-        t = [perf()]
-        with rt.session(tenant.id, commit=False) as s:
-            service.dry_run(s, uid, now=now)
-        t.append(perf())
-        with rt.session(tenant.id, commit=False) as s:
-            customer = customers.get(s, uid)
-            t.append(perf())
-            specs = context.specs(s)
-            t.append(perf())
-            user = context.user_context(s, customer, specs, now)
-            t.append(perf())
-            hist = context.history(s, uid, now)
-            t.append(perf())
-            decide(user, specs, hist, now=now, every=True)
-            t.append(perf())
-        if k >= 20:
-            for key, a, b in zip(parts, t, t[1:]):
-                parts[key].append(b - a)
-    return {k: (h.percentile(v, 50) * 1000, h.percentile(v, 99) * 1000) for k, v in parts.items()}
 
 
 def run(bench: h.Bench, args) -> int:
@@ -593,27 +500,23 @@ def run(bench: h.Bench, args) -> int:
              for i, pb in enumerate(playbooks)]
     clauses = event_clauses(playbooks)
     users = make_users(args.contexts, args.seed, clauses, ids, tenant_day_counts(args.seed, ids))
-    leaves = [sum(1 for _ in _leaves(pb["entry_conditions"])) for pb in playbooks]
     h.say(f"in process: {N_PLAYBOOKS} playbooks, {args.contexts} user contexts, {args.passes} passes")
     probe = h.LoadProbe()
-    ip = in_process(specs, users, args.passes)
-    ip_load = probe.line()
+    ip, ip_load = in_process(specs, users, args.passes), probe.line()
     if args.show_hand:
         print(ip["src"])
     http = None if args.skip_http else http_part(bench, args, playbooks)
 
     st = ip["stats"]
-    d, hd, he = (statistics.median(st[k]) for k in ("decide", "hand", "hand-early"))
-    print(f"\nDecisions: {N_PLAYBOOKS} active playbooks, entry conditions of {min(leaves)}-{max(leaves)} leaves "
-          f"(mean {statistics.fmean(leaves):.1f}), {len(clauses)} distinct event clauses, "
+    d, hd = (statistics.median(st[k]) for k in ("decide", "hand"))
+    print(f"\nDecisions: {N_PLAYBOOKS} active playbooks, {len(clauses)} distinct event clauses, "
           f"{sum(1 for pb in playbooks if pb['exit_conditions'])} with exit conditions")
     print(f"  in process: {args.contexts} user contexts (Facts with precomputed event counts), median of "
           f"{args.passes} passes, interleaved; {ip_load}")
     print(f"  per user: {ip['matched']:.1f} playbooks match on average; {ip['picked']} of {args.contexts} users "
           f"get an action\n")
     print(h.table([["decide(..., every=True)", f"{d:.1f}", "1.00", ""],
-                   ["hand-written: all 50, matched count + best", f"{hd:.1f}", f"{d / hd:.2f}", "(decide / hand)"],
-                   ["hand-written, rank order, stop at first", f"{he:.1f}", f"{d / he:.2f}", "(decide / hand-early)"]],
+                   ["hand-written: all 50, matched count + best", f"{hd:.1f}", f"{d / hd:.2f}", "(decide / hand)"]],
                   ["method", "us/user", "ratio", ""], "<>><"))
     print("  per-pass spread (min-max us/user): " + ", ".join(f"{k} {min(v):.1f}-{max(v):.1f}" for k, v in st.items()))
     agree = not ip["diffs"]
@@ -633,20 +536,7 @@ def run(bench: h.Bench, args) -> int:
               + f";  {lat['n'] / http['wall']:.0f} req/s")
         print(f"    responses: {http['actions']}, {http['matched']:.1f} matched playbooks and "
               f"{http['bytes'] / 1024:.1f} KiB on average")
-        print(f"    in this process on the same database (median / p99 ms of {args.breakdown}):")
-        print(h.table([[k, f"{a:.2f}", f"{b:.2f}"] for k, (a, b) in http["breakdown"].items()], indent="      "))
     return 1 if args.strict and (d / hd > GOAL or not agree) else 0
-
-
-def _leaves(tree):
-    node = conditions.fields_of(tree)
-    for key in ("all", "any"):
-        for child in node.get(key, []):
-            yield from _leaves(child)
-    if "not" in node:
-        yield from _leaves(node["not"])
-    if "field" in node or "event" in node:
-        yield node
 
 
 if __name__ == "__main__":

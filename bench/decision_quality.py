@@ -1,22 +1,9 @@
 """Decision quality of POST /api/decisions/recommend on a simulated population, and its
-latency with 10 options on a tenant with 1M logged decisions.
+latency with 10 options on a tenant with 1M logged decisions against a baseline checkout.
 
-Quality (both backends, through the HTTP API): USERS users of four kinds (plan × region);
-each kind answers a different one of five actions best (hidden success rates, RATES).
-Each of DECISIONS rounds picks a user, asks recommend (context: plan and region), dispatches
-the recommended action with the decision_id and reports its outcome, drawn from the hidden
-rate. The same rounds (same users, same random outcomes) are replayed offline for the
-oracle (the best action per kind), the best single action, uniform random and the previous
-greedy estimator (the formula recommend used before the learner: outcomes blended by
-lifecycle stage, ties in the caller's order). Success rates are expected ones (the hidden
-rate of the action chosen), per window and over the second half. Goal: second half ≥ 0.9 ×
-oracle and ≥ 1.8 × best single action.
-
-Latency (PostgreSQL): 1M logged recommendations with outcomes (and their 1M external
-actions, which the previous recommend aggregated) are seeded in SQL, the counts built from
-them; then recommend with 10 options is timed, interleaved, against today's main checkout
-(--baseline, default /work/main) on the same database. p50/p99 over HTTP.
-"""
+Quality: USERS users of four kinds, each answering a different one of five actions best
+(hidden rates, RATES); the same rounds are replayed offline for the oracle, the best single
+action, uniform random and the previous greedy estimator."""
 
 from __future__ import annotations
 
@@ -47,7 +34,6 @@ RATES = {kind: {a: (0.6 if i == k else 0.1 + 0.03 * ((i + k) % 4)) for i, a in e
          for k, kind in enumerate(KINDS)}
 BEST = {kind: max(r, key=r.get) for kind, r in RATES.items()}
 WINDOW = 100
-READY = (200, 503)      # up; no `cs worker` runs, so health says degraded
 
 
 def population(users: int, seed: int) -> list[tuple[str, tuple[str, str]]]:
@@ -135,7 +121,6 @@ def quality(bench: h.Bench, args, backend: str) -> dict:
         db = bench.database("_q")
         tenant = bench.tenant(db)
         srv = bench.gunicorn(db, ALLOW_PRIVATE_WEBHOOK_URLS="true", CS_LOG_LEVEL="WARNING")
-        srv.wait_http("/api/health", ok=READY)
         api = h.Api(srv.url(), tenant.key)
     else:
         rt, url = serve_embedded(bench)
@@ -232,8 +217,6 @@ def latency(bench: h.Bench, args) -> None:
     h.say(f"seeded in {time.monotonic() - started:.0f} s")
     ours = bench.gunicorn(db, CS_LOG_LEVEL="WARNING")
     base = bench.gunicorn(db, name="baseline", path=Path(args.baseline), CS_LOG_LEVEL="WARNING")
-    for srv in (ours, base):
-        srv.wait_http("/api/health", ok=READY)
     h.Api(ours.url(), tenant.key).call("POST", "/api/track", {"events": [{"user_id": "lat-1", "event": "x"}]})
     body = {"user_id": "lat-1", "domain": "loyalty", "available_actions": [f"act_{i}" for i in range(10)],
             "context": {"plan": "smb"}}

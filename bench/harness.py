@@ -1,20 +1,11 @@
-"""What the bench scripts share. A run (`main`) gets a `Bench` that makes on demand fresh
-PostgreSQL databases with unique names (migrated), tenants and keys, and starts gunicorn,
-`cs serve` or `cs worker` in production mode (a unique CS_REDIS_PREFIX, a fresh
-CS_SECRET_KEY, a temp directory as working directory so that no .env of the checkout
-counts). At the end, also on an error, Ctrl-C or SIGTERM, it stops the servers, drops the
-databases (unless kept) and deletes the Redis keys of the prefix. Exit status of every
-script: 0 when the measurement ran (with --strict, 1 when a goal is missed), 2 when setup,
-a request or a check failed. CS_TEST_PG / CS_TEST_REDIS say where PostgreSQL and Redis are
-(as for the tests). Also here: interleaved rounds, percentiles and tables, CPU accounting
-from /proc, bulk loads, and the vocabulary of the generated corpora."""
+"""What the bench scripts share: a run's fresh databases, Redis prefix and servers (torn down
+at the end, also on an error or SIGTERM), options, interleaved timing, tables, CPU from /proc."""
 
 from __future__ import annotations
 
 import argparse
-import cProfile
+import contextlib
 import os
-import pstats
 import re
 import secrets
 import shutil
@@ -48,7 +39,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 class BenchError(Exception):
-    """A setup, request or check that failed: the run exits with 2."""
+    """A setup, request or check that failed: exit status 2."""
 
 
 def conninfo(dbname: str = "postgres") -> str:
@@ -61,9 +52,8 @@ def say(*parts) -> None:
 
 # --- figures ----------------------------------------------------------------------------
 
-
 def percentile(xs: Sequence[float], p: float) -> float:
-    """Interpolated between the closest ranks, as statistics.quantiles(method="inclusive")."""
+    """As statistics.quantiles(method="inclusive")."""
     ordered = sorted(xs)
     pos = (len(ordered) - 1) * p / 100
     lo = int(pos)
@@ -71,15 +61,14 @@ def percentile(xs: Sequence[float], p: float) -> float:
 
 
 def summary(xs: Sequence[float], scale: float = 1000.0) -> dict:
-    """n, p50/p95/p99/mean/min/max of xs times `scale` (seconds -> ms by default)."""
+    """n, p50/p95/p99/mean/min/max of xs times `scale` (s -> ms)."""
     ys = [x * scale for x in xs]
     return {"n": len(ys), "p50": percentile(ys, 50), "p95": percentile(ys, 95), "p99": percentile(ys, 99),
             "mean": statistics.fmean(ys), "min": min(ys), "max": max(ys)}
 
 
 def table(rows: Sequence[Sequence], head: Sequence[str] = (), align: str = "", indent: str = "  ") -> str:
-    """Rows of cells (str; int as {:,}; float as {:,.2f}) in columns under an optional head;
-    `align` has one '<' or '>' a column (default: the first left, the others right)."""
+    """Rows of cells (int as {:,}, float as {:,.2f}) in columns; `align`: '<' or '>' a column."""
     cells = [list(head)] * bool(head) + [[c if isinstance(c, str) else f"{c:,}" if isinstance(c, int)
                                           else f"{c:,.2f}" for c in row] for row in rows]
     widths = [max(len(r[k]) for r in cells) for k in range(len(cells[0]))]
@@ -89,9 +78,8 @@ def table(rows: Sequence[Sequence], head: Sequence[str] = (), align: str = "", i
 
 def interleave(rounds: int, sides: Sequence, budget: float | None = None,
                started: float | None = None) -> Iterator[tuple[int, object]]:
-    """(round, side) for each side of each round, the order reversed every other round so
-    that drift of a busy machine hits all sides alike. With a budget (seconds from
-    `started`), it stops before a round that would end past it (judged by the last one)."""
+    """(round, side), the order reversed every other round so that drift hits all sides alike;
+    with a budget (seconds from `started`), stop before a round that would end past it."""
     started = time.monotonic() if started is None else started
     for r in range(rounds):
         t0 = time.monotonic()
@@ -109,8 +97,7 @@ def timed(fn: Callable):
 
 
 def sides(fns: dict[str, Callable], rounds: int, warmup: int = 0) -> tuple[dict[str, list[float]], dict]:
-    """Call each named function once a round, interleaved, after `warmup` untimed rounds:
-    the seconds of each call by name, and each one's last value."""
+    """Each function once a round, interleaved, after `warmup` rounds: seconds and last value by name."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -121,44 +108,10 @@ def sides(fns: dict[str, Callable], rounds: int, warmup: int = 0) -> tuple[dict[
     return times, last
 
 
-def cost(label: str, fn: Callable, items: Sequence, chunks: int = 4, warmup: int = 0) -> float:
-    """Print the CPU ms (robust when the machine is busy) and wall ms of one call fn(item),
-    each the best of `chunks` chunks of the items; return the CPU ms."""
-    for item in items[:warmup]:
-        fn(item)
-    size, cpu, wall = len(items) // chunks, [], []
-    for c in range(chunks):
-        c0, w0 = time.process_time(), time.perf_counter()
-        for item in items[c * size:(c + 1) * size]:
-            fn(item)
-        cpu.append((time.process_time() - c0) / size * 1000)
-        wall.append((time.perf_counter() - w0) / size * 1000)
-    print(f"  {min(cpu):7.3f} {min(wall):7.3f}  {label}", flush=True)
-    return min(cpu)
-
-
-def profile(title: str, fn: Callable, items: Sequence, top: int) -> None:
-    """Print a cProfile of fn(item) over the items: the `top` functions by cumulative and by
-    own time, in ms a call (cProfile inflates the times; read them as shares)."""
-    prof = cProfile.Profile()
-    prof.enable()
-    for item in items:
-        fn(item)
-    prof.disable()
-    n, stats = len(items), pstats.Stats(prof).stats  # type: ignore[attr-defined]
-    for key, by in ((3, "cumulative time"), (2, "own time")):
-        print(f"\n  cProfile of {n} x {title}, by {by}; ms a call")
-        print(f"  {'cum ms':>7} {'own ms':>7} {'calls':>6}  function")
-        for (file, lineno, name), row in sorted(stats.items(), key=lambda kv: -kv[1][key])[:top]:
-            short = file.replace(str(ROOT) + "/", "").split("site-packages/")[-1]
-            print(f"  {row[3] / n * 1000:7.3f} {row[2] / n * 1000:7.3f} {row[1] / n:6.1f}  {short}:{lineno}({name})")
-
-
 # --- the machine ------------------------------------------------------------------------
 
-
 def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU seconds of these processes so far (those gone count 0)."""
+    """User + system CPU seconds of these processes so far."""
     total = 0
     for pid in pids:
         try:
@@ -170,6 +123,14 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total / CLK_TCK
 
 
+def proc_status(pid: int) -> dict[str, str]:
+    """/proc/PID/status as a dict (empty once the process is gone)."""
+    try:
+        return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except OSError:
+        return {}
+
+
 def _machine() -> tuple[float, float]:
     """(busy, all) CPU seconds of all cores since boot."""
     with open("/proc/stat") as fh:
@@ -178,8 +139,6 @@ def _machine() -> tuple[float, float]:
 
 
 class LoadProbe:
-    """Load average and the machine's busy CPU over a phase, whoever used it."""
-
     def __init__(self):
         self.load0 = os.getloadavg()[0]
         self.busy0, self.all0 = _machine()
@@ -195,10 +154,7 @@ class LoadProbe:
 
 
 class CpuMeter(threading.Thread):
-    """CPU seconds by process family over an interval. `families()` names the pids of each;
-    it is asked at the start and the end, and every `every` seconds when given: a process
-    that appears counts from zero (it started within the interval), one that ends counts
-    up to its last sample."""
+    """CPU seconds by process family (`families()`: name -> pids, sampled every `every` s)."""
 
     def __init__(self, families: Callable[[], dict[str, list[int]]], every: float | None = None):
         super().__init__(daemon=True)
@@ -234,7 +190,6 @@ class CpuMeter(threading.Thread):
 
 
 def stores(dbname: str, table: dict | None = None) -> dict[str, list[int]]:
-    """The PostgreSQL backends of this database and the Redis servers (process families)."""
     table = processes() if table is None else table
     name = {p.pid: p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] for p in table.values()}
     return {"postgres (this database)": [p.pid for p in table.values()
@@ -244,10 +199,7 @@ def stores(dbname: str, table: dict | None = None) -> dict[str, list[int]]:
 
 # --- the run's resources ----------------------------------------------------------------
 
-
 class Server:
-    """A started process tree (gunicorn, `cs serve`, `cs worker`); stderr goes to a log."""
-
     def __init__(self, name: str, argv: list[str], env: dict, tmp: Path, port: int = 0):
         self.name, self.port = name, port
         self.tree = Tree(Service(argv, env=env, cwd=tmp, log=tmp / f"{name}.log", new_session=True))
@@ -264,7 +216,6 @@ class Server:
             raise BenchError(f"{self.name} exited during {when}:\n{self.log(30)}")
 
     def wait_until(self, ready: Callable[[], object], timeout: float = 60.0, poll: float = 0.1):
-        """Poll ready() until it answers neither None nor False; fail when the process exits."""
         deadline, last = time.monotonic() + timeout, "no answer"
         while time.monotonic() < deadline:
             self.check("its start")
@@ -300,27 +251,21 @@ class Server:
 
 
 class Bench:
-    """Everything one run creates, and its teardown (safe at any stage)."""
-
     def __init__(self, name: str, keep_db: bool = False):
         self.name, self.tag, self.keep_db = name, uuid.uuid4().hex[:10], keep_db
         self.prefix = f"csbench-{name}-{self.tag[:8]}"
         self.secret = secrets.token_hex(32)
         self.tmp = Path(tempfile.mkdtemp(prefix=f"cs-bench-{name}-"))
         self.created: list[str] = []
-        self.kept: list[str] = []
         self.servers: list[Server] = []
         self.cleanups: list[Callable[[], object]] = []
 
-    def database(self, suffix: str = "", reuse: str = "") -> str:
-        """A fresh migrated database (or `reuse`, an existing one, kept)."""
-        if reuse:
-            self.kept.append(reuse)
-            return reuse
+    def database(self, suffix: str = "") -> str:
         dbname = f"cs_bench_{self.name}_{self.tag}{suffix}"
         with psycopg.connect(conninfo(), autocommit=True, connect_timeout=5) as conn:
             conn.execute(f'CREATE DATABASE "{dbname}"')
         self.created.append(dbname)
+        say(f"database {dbname}, Redis prefix {self.prefix}")
         from cs_daemon import migrate
 
         migrate.upgrade(self.settings(dbname, redis_url=None))
@@ -340,8 +285,7 @@ class Bench:
     def tenant(self, dbname: str, plan: str = "scale", *, name: str = "Bench", now=None, keys: int = 1,
                role: str = "admin", permissions: Sequence[str] = ("full",), unlimited: bool = False,
                rt=None) -> SimpleNamespace:
-        """A tenant with its admin key, and keys - 1 more (role, permissions). `unlimited`: no
-        tracked-user limit (tenants.create stores the model's default where a plan has none)."""
+        """A tenant, its admin key and keys - 1 more; `unlimited`: no tracked-user limit."""
         from sqlalchemy import update
 
         from cs_daemon.auth import service as auth
@@ -361,31 +305,30 @@ class Bench:
         return SimpleNamespace(id=tid, key=secrets_[0], keys=secrets_, rt=rt)
 
     def env(self, dbname: str, **values) -> dict[str, str]:
-        """A server's environment: production mode on this database, nothing of the caller's
-        shell that the service reads."""
         return service_env(DATABASE_URL=f"{PG}/{dbname}", REDIS_URL=REDIS, CS_REDIS_PREFIX=self.prefix,
                            CS_SECRET_KEY=self.secret, CS_DATA_DIR=str(self.tmp / "data"),
                            BENCH_PG_CONNINFO=conninfo(dbname), PYTHONUNBUFFERED="1", **values)
 
     def gunicorn(self, dbname: str, app: str = "webapp.wsgi:app", name: str = "api", path: Path = ROOT,
-                 **env) -> Server:
-        """`gunicorn APP` with 2 sync workers on a free port of 127.0.0.1."""
+                 wait: str | None = "/api/health", **env) -> Server:
+        """2 sync workers on a free port, once `wait` answers (/api/health: 503 too, with no worker)."""
         from gunicorn import config
 
         port = free_port()
-        # gunicorn >= 27 opens a control socket at one fixed path under ~/.gunicorn by default;
-        # the servers of this run (and any other gunicorn on the machine) would share it
+        # gunicorn >= 27 opens a control socket at one fixed path that all servers would share
         no_socket = ["--no-control-socket"] * any(s.name == "control_socket_disable" for s in config.KNOWN_SETTINGS)
         argv = [sys.executable, "-m", "gunicorn", app, "--workers", "2", "--bind", f"{HOST}:{port}",
                 "--pythonpath", str(path), "--graceful-timeout", "5", *no_socket]
-        return self.start(Server(name, argv, self.env(dbname, **env), self.tmp, port))
+        srv = self.start(Server(name, argv, self.env(dbname, **env), self.tmp, port))
+        if wait:
+            srv.wait_http(wait, ok=(200, 503))
+        return srv
 
     def api(self, dbname: str, headers: dict, plan: str, **env) -> tuple[Server, requests.Response]:
-        """The real app under gunicorn, once GET /api/settings answers with the plan's rate
-        limit (production mode); that first answer."""
+        """The app under gunicorn, checked to run in production mode with the plan's rate limit."""
         from cs_daemon.plans import plan as plan_of
 
-        srv = self.gunicorn(dbname, **env)
+        srv = self.gunicorn(dbname, wait=None, **env)
         first = srv.wait_http("/api/settings", headers)
         if first.headers.get("X-RateLimit-Limit") != str(plan_of(plan).requests_per_minute):
             raise BenchError(f"expected X-RateLimit-Limit {plan_of(plan).requests_per_minute} (production mode, "
@@ -393,8 +336,14 @@ class Bench:
         return srv, first
 
     def cs(self, dbname: str, name: str, *args: str, port: int = 0, **env) -> Server:
-        """`cs serve` or `cs worker` (args after `cs`)."""
         return self.start(Server(name, [CS, *args], self.env(dbname, **env), self.tmp, port))
+
+    def serve(self, dbname: str, **env) -> Server:
+        """`cs serve` on a free port, once /api/health answers 200."""
+        port = free_port()
+        daemon = self.cs(dbname, "daemon", "serve", "--host", HOST, "--port", str(port), port=port, **env)
+        daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 90, 0.2)
+        return daemon
 
     def start(self, server: Server) -> Server:
         self.servers.append(server)
@@ -418,41 +367,15 @@ class Bench:
         from cs_daemon.db import dispose_engines
 
         attempt("disposing engines", dispose_engines)
-        for dbname in self.created + self.kept:
-            if self.keep_db or dbname in self.kept:
-                done.append(f"database {dbname} kept")
-            else:
+        for dbname in self.created:
+            if not self.keep_db:
                 attempt(f"dropping database {dbname}", lambda: drop(dbname))
-                done.append(f"database {dbname} dropped")
+            done.append(f"database {dbname} {'kept' if self.keep_db else 'dropped'}")
         attempt(f"deleting Redis keys {self.prefix}:*", lambda: done.append(f"{unset(self.prefix)} Redis keys deleted"))
         shutil.rmtree(self.tmp, ignore_errors=True)
         say(f"teardown: {', '.join(done) or 'nothing to undo'}")
         for p in problems:
             say(f"teardown problem: {p}")
-
-
-def py_spy(bench: Bench, pid: int, out: Path, rate: int, *extra: str) -> subprocess.Popen:
-    """py-spy recording process `pid` into `out` (raw collapsed stacks) until stop_spy or teardown."""
-    exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
-    if exe is None:
-        raise BenchError("py-spy not found (pip install py-spy into .venv)")
-    err = bench.tmp / f"py-spy-{pid}.err"
-    argv = [exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--output", str(out), *extra]
-    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(err, "wb"), start_new_session=True)
-    bench.cleanups.append(lambda: stop_spy(spy))
-    time.sleep(1.0)  # attach before the clock starts
-    if spy.poll() is not None:
-        raise BenchError(f"py-spy failed: {err.read_text()}")
-    return spy
-
-
-def stop_spy(spy: subprocess.Popen) -> None:
-    if spy.poll() is None:
-        spy.send_signal(signal.SIGINT)
-        try:
-            spy.wait(30)
-        except subprocess.TimeoutExpired:
-            spy.kill()
 
 
 def drop(dbname: str) -> None:
@@ -461,19 +384,15 @@ def drop(dbname: str) -> None:
 
 
 def unset(prefix: str) -> int:
-    client = redis.Redis.from_url(REDIS, socket_timeout=5)
-    keys = list(client.scan_iter(f"{prefix}:*", count=1000))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    with contextlib.closing(redis.Redis.from_url(REDIS, socket_timeout=5)) as client:
+        if keys := list(client.scan_iter(f"{prefix}:*", count=1000)):
+            client.delete(*keys)
     return len(keys)
 
 
 def parser(doc: str, options: str) -> argparse.ArgumentParser:
-    """A script's options: `--name DEFAULT help` each (indented lines continue the help),
-    where DEFAULT is a number (the option's type is its; `>=N` after it, the least value
-    taken), a|b|c (choices, the first the default), 'text' or a METAVAR (text, no
-    default); `--name help` is a flag."""
+    """Options as `--name DEFAULT help` lines: DEFAULT a number (help may start with `>=N`, the
+    least value), a|b|c (choices), 'text' or a METAVAR; `--name help` is a flag."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.least = {}      # flag -> the least value it takes (checked by main)
     for flag, word, text in (item.split(None, 2) for item in re.split(r"\n(?=--)", options.strip())):
@@ -497,8 +416,7 @@ def parser(doc: str, options: str) -> argparse.ArgumentParser:
 
 
 def main(name: str, doc: str, options: str, run: Callable, check: Callable | None = None, argv=None) -> int:
-    """Parse the options (check(args) may name a problem), run run(bench, args) and tear the
-    bench down, also on an error or SIGTERM; the exit status."""
+    """Parse the options, run run(bench, args), tear down (also on SIGTERM); the exit status."""
     ap = parser(doc, options)
     args = ap.parse_args(argv)
     for flag, least in ap.least.items():
@@ -531,10 +449,8 @@ def main(name: str, doc: str, options: str, run: Callable, check: Callable | Non
 
 
 class Api:
-    """Blocking JSON calls with a key; one requests.Session per thread."""
-
     def __init__(self, url: str, key: str):
-        self.url, self.headers, self._local = url, {"Authorization": f"Bearer {key}"}, threading.local()
+        self.url, self.key, self.headers, self._local = url, key, {"Authorization": f"Bearer {key}"}, threading.local()
 
     @property
     def session(self) -> requests.Session:
@@ -550,15 +466,13 @@ class Api:
 
 
 def sizes(dbname: str, *relations: str) -> list[str]:
-    """pg_size_pretty of each relation with its indexes (an index: itself)."""
     with psycopg.connect(conninfo(dbname)) as conn:
         return list(conn.execute("SELECT " + ", ".join(["pg_size_pretty(pg_total_relation_size(%s))"] * len(relations)),
                                  relations).fetchone())
 
 
 def seed_sql(dbname: str, tenant_id: str, steps: Sequence[tuple[str, str]], params: dict, users: int) -> dict:
-    """Run each (label, SQL) step with `params` on the server (random() seeded), and set the
-    tenant's tracked users; the seconds of each step."""
+    """Each (label, SQL) step on the server (random() seeded); the seconds of each."""
     seconds = {}
     with psycopg.connect(conninfo(dbname)) as conn:
         conn.execute("SELECT setseed(0.20261102)")
@@ -570,9 +484,8 @@ def seed_sql(dbname: str, tenant_id: str, steps: Sequence[tuple[str, str]], para
 
 
 def reload(dbname: str, tables: Sequence[str], load: Callable[[], dict[str, float]]) -> dict[str, float]:
-    """Run load() with the indexes and PK/FK/unique constraints of `tables` dropped, then
-    re-create them with their exact migrated definitions and VACUUM ANALYZE; the seconds of
-    each step (load() returns its own)."""
+    """load() with the indexes and constraints of `tables` dropped, then re-created as migrated
+    and VACUUM ANALYZE; the seconds of each step."""
     ddl, drops = [], []
     with psycopg.connect(conninfo(dbname), autocommit=True) as conn:
         for table in tables:

@@ -1,44 +1,9 @@
-"""Ingest throughput: events/s through POST /api/track against a raw psycopg baseline.
+"""Ingest throughput: events/s through POST /api/track against raw psycopg (the baseline below).
 
-    .venv/bin/python bench/ingest.py                    # 1,000,000 events over 10k users
-    .venv/bin/python bench/ingest.py --events 100000    # a quick run
-
-  1. generates a deterministic corpus (seeded): N events over 10k users in batches of 50,
-     10% of the events repeating an earlier event's idempotency key (a retry, sometimes
-     within the same batch), realistic event names and small properties, timestamps over
-     the last 30 days; every request body and baseline array is built before any timing;
-  2. makes two fresh databases (bench/harness.py), each with a tenant on the "scale" plan
-     (no tracked-user limit; enough ingest keys, rotated batch by batch, to stay under
-     30,000 requests a minute a key) and a small warm-up tenant; starts gunicorn with 2
-     sync workers (production mode, CS_LOG_LEVEL=WARNING) and warms both sides up;
-  3. first pass, then a replay of the same batches (100% duplicates), each pass cut into
-     --rounds segments that the two sides take in turns:
-       service:  --clients processes (http.client, one connection a request as sync
-                 gunicorn workers close it) posting the pre-serialised bodies;
-       baseline: 2 processes, raw psycopg, one transaction a batch (bench/ingest_baseline.py);
-  3a. before the passes (--statements batches), in process and on tenants of their own: the
-     SQL statements a batch of each side (every psycopg execute, the service's through the
-     Flask test client: authentication, ingest and all; BEGIN and COMMIT not counted), and
-     the service's CPU a batch in that process, first pass and replay;
-  4. prints per pass throughput, batch latency, CPU seconds (clients, gunicorn workers and
-     PostgreSQL backends, from /proc) and the share of the machine other processes took;
-     pg_stat_user_tables of events and customers after each pass; and a summary: ratio
-     service / baseline (goal >= 0.6, floor 0.3), replay at least as fast as the first
-     pass, dead tuples caused by the replay < 1% of the rows. --strict: exit 1 on a miss.
-
-Measuring dead tuples. The counters are PostgreSQL's cumulative statistics, which a
-backend publishes at the end of a transaction at most once a second, or after 10 s of
-idleness: the baseline processes call pg_stat_force_next_flush() before they exit; the
-gunicorn workers' pooled connections cannot be made to, so after each pass the bench
-waits 11 s before reading. No VACUUM is run. When the server runs with autovacuum off
-(as on this machine), the tables would never get planner statistics, so by default the
-bench stands in for autovacuum's ANALYZE during the passes (see AutoAnalyzer;
---autoanalyze off to skip), plus the ANALYZE that would be due right after pass 1,
-before the replay's starting figures are read. An ANALYZE resets n_live_tup/n_dead_tup
-to its own count, so the exact figures are: +ins/+upd/+del of each pass (never reset)
-and the replay's n_dead_tup difference (no ANALYZE or VACUUM runs during a replay that
-writes nothing; the bench prints a note if one did). A CHECKPOINT precedes every
-segment, so that none pays for another's dirty pages."""
+The two sides take turns segment by segment over a seeded corpus, first pass then replay
+(100% duplicates); CPU by process family from /proc; dead tuples from pg_stat_user_tables,
+read after the backends published them (the gunicorn workers' pooled connections only after
+10 s idle). With autovacuum off, AutoAnalyzer stands in for its ANALYZE."""
 
 from __future__ import annotations
 
@@ -59,14 +24,13 @@ from collections import Counter
 from itertools import accumulate
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from types import SimpleNamespace
 
 import psycopg
 import requests
+from psycopg import errors as pg_errors
 
 import harness as h
-import ingest_baseline as baseline
 
 PLAN = "scale"
 BASELINE_PROCESSES = 2
@@ -94,8 +58,6 @@ OPTIONS = """
                        the SQL statements a batch of each side (0: skip)
 --skip-baseline        measure the service only
 --skip-service         measure the baseline only
---py-spy DIR           record the gunicorn workers with py-spy (raw collapsed stacks) during the
-                       service's first pass into DIR (py-spy must be installed; it costs CPU)
 --strict               exit 1 when a goal is missed
 """
 
@@ -123,7 +85,6 @@ EVENT_MIX = [
     ("project_created", 2.7), ("$identify", 2.0), ("invited_teammate", 1.5),
     ("$locale", 0.5), ("seat_added", 0.5), ("plan_upgraded", 0.3),
 ]
-
 
 # the properties of each event name, drawn in this order (c: choice, r: randrange, p: random, u: user number)
 PROPS = {
@@ -213,8 +174,56 @@ def make_corpus(n_events: int, n_users: int, batch: int, dup_rate: float, seed: 
     return c
 
 
-# --- passes: client processes -------------------------------------------------------------
+# --- the baseline: raw psycopg, one transaction a batch: the events from arrays (duplicate keys
+# dropped, key order so that a retry racing its original cannot deadlock), then one upsert of
+# the users' customers rows (sorted); no HTTP, authentication, validation or scoring
 
+EVENTS_SQL = """
+INSERT INTO events (id, tenant_id, user_id, event, properties, "timestamp", received_at, source, test, idempotency_key)
+SELECT x.id, %(tenant)s, x.user_id, x.event, x.properties::json, x.ts, %(now)s, 'api', false, x.key
+FROM unnest(%(ids)s::text[], %(users)s::text[], %(events)s::text[], %(props)s::text[], %(ts)s::timestamptz[],
+            %(keys)s::text[]) AS x(id, user_id, event, properties, ts, key)
+ORDER BY x.key ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING user_id, "timestamp"
+"""
+CUSTOMERS_SQL = """
+INSERT INTO customers (tenant_id, id, traits, state, lifecycle_stage, health, activation_score, engagement_score,
+                       expansion_score, risk_level, last_activity_at, created_at, updated_at, test)
+SELECT %(tenant)s, x.id, '{}', '{}', 'new', 0, 0, 0, 0, 'low', x.last, %(now)s, %(now)s, false
+FROM unnest(%(ids)s::text[], %(last)s::timestamptz[]) AS x(id, last)
+ON CONFLICT (tenant_id, id) DO UPDATE SET
+    last_activity_at = GREATEST(customers.last_activity_at, EXCLUDED.last_activity_at), updated_at = EXCLUDED.updated_at
+"""
+
+
+def write_batch(conn: psycopg.Connection, tenant_id: str, users: list[str], events: list[str],
+                props: list[str], ts: list[str], keys: list[str]) -> tuple[int, int]:
+    now = datetime.now(timezone.utc)
+    with conn.cursor() as cur:
+        cur.execute(EVENTS_SQL, {"tenant": tenant_id, "now": now, "ids": [str(uuid.uuid4()) for _ in users],
+                                 "users": users, "events": events, "props": props, "ts": ts, "keys": keys})
+        rows, last = cur.fetchall(), {}
+        for user, at in rows:
+            if user not in last or at > last[user]:
+                last[user] = at
+        if last:
+            ids = sorted(last)
+            cur.execute(CUSTOMERS_SQL, {"tenant": tenant_id, "now": now, "ids": ids, "last": [last[u] for u in ids]})
+    conn.commit()
+    return len(rows), len(last)
+
+
+def write_batch_retrying(conn: psycopg.Connection, tenant_id: str, batch, attempts: int = 3) -> tuple[int, int, int]:
+    for attempt in range(attempts):
+        try:
+            return *write_batch(conn, tenant_id, *batch), attempt
+        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+            conn.rollback()
+            if attempt + 1 == attempts:
+                raise
+
+
+# --- passes: client processes -------------------------------------------------------------
 
 @dataclass
 class Tally:
@@ -222,8 +231,8 @@ class Tally:
 
     label: str = ""
     planned: int = 0
-    batches: int = 0       # batches done
-    events: int = 0        # events sent / written
+    batches: int = 0
+    events: int = 0
     accepted: int = 0
     duplicates: int = 0
     over_limit: int = 0
@@ -237,26 +246,19 @@ class Tally:
     cpu_server: float = 0.0    # gunicorn workers' (service only)
     cpu_machine: float = 0.0   # all cores' busy seconds during the pass, whoever used them
     errors: list = field(default_factory=list)
-    retried: list = field(default_factory=list)  # why, for the first few retries
+    retried: list = field(default_factory=list)
     latencies: list = field(default_factory=list)
     done_ids: list = field(default_factory=list)
     analyzed: Counter = field(default_factory=Counter)  # ANALYZE runs of AutoAnalyzer
-    load: tuple = ()           # 1-minute load average before and after
+    load: tuple = ()           # load average before and after
     fatal: str | None = None
     analyze_error: str | None = None
 
     def add(self, other: Tally) -> Tally:
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
-            if f.name == "end":
-                b = max(a, b)
-            elif f.name == "load":
-                b = (a[0], max(a[1], b[1])) if a else b
-            elif f.name in ("label", "fatal", "analyze_error"):
-                b = a or b
-            else:
-                b = a + b
-            setattr(self, f.name, b)
+            setattr(self, f.name, max(a, b) if f.name == "end" else ((a[0], max(a[1], b[1])) if a else b)
+                    if f.name == "load" else (a or b) if f.name in ("label", "fatal", "analyze_error") else a + b)
         return self
 
     @property
@@ -324,7 +326,7 @@ def _baseline_worker(job: dict, batch_ids: list[int], deadline: float, start, re
             if time.monotonic() > deadline:
                 break
             t0 = perf()
-            inserted, users, retries = baseline.write_batch_retrying(conn, job["tenant_id"], corpus.columns[b])
+            inserted, users, retries = write_batch_retrying(conn, job["tenant_id"], corpus.columns[b])
             res.latencies.append(perf() - t0)
             n = corpus.batch_events(b)
             res.batches, res.events = res.batches + 1, res.events + n
@@ -333,7 +335,8 @@ def _baseline_worker(job: dict, batch_ids: list[int], deadline: float, start, re
             res.users, res.retries = res.users + users, res.retries + retries
         res.end = time.monotonic()
         res.cpu_clients, res.cpu_backends = time.process_time() - c0, h.cpu_seconds(backend) - b0
-        baseline.force_stats_flush(conn)
+        conn.execute("SELECT pg_stat_force_next_flush()")   # publish this backend's statistics now
+        conn.commit()
 
 
 def _child_main(fn, job, idx, batch_ids, deadline, ready, start, queue) -> None:
@@ -349,11 +352,8 @@ def _child_main(fn, job, idx, batch_ids, deadline, ready, start, queue) -> None:
 
 
 class AutoAnalyzer(threading.Thread):
-    """Stands in for autovacuum's ANALYZE when the server runs without autovacuum (as this
-    machine's does), so the tables get planner statistics as on a default installation:
-    every 2 s, ANALYZE a table whose n_mod_since_analyze passed 50 + 10% of its rows
-    (autovacuum_analyze_threshold / _scale_factor defaults). No VACUUM: dead tuples stay
-    as the passes leave them. A thread of the parent, started after the fork."""
+    """Autovacuum's ANALYZE where the server runs without autovacuum: every 2 s, ANALYZE a table
+    whose n_mod_since_analyze passed 50 + 10% of its rows (the defaults). No VACUUM."""
 
     def __init__(self, conninfo: str):
         super().__init__(daemon=True)
@@ -393,9 +393,7 @@ def stop_children() -> None:
 
 
 def run_pass(label: str, sy, lists: list[list[int]], timeout: float, analyze: bool = False) -> Tally:
-    """Fork one process a list, start them together, wait for all; wall time is from the
-    common start to the last one's end. `analyze`: run AutoAnalyzer meanwhile. For the
-    service, the CPU of the gunicorn workers and of their PostgreSQL backends counts."""
+    """One forked process a list, started together; wall time from the start to the last end."""
     load_before = os.getloadavg()[0]
     meter = h.CpuMeter(sy.families, every=0.5) if sy.families else None
     mp_ctx = mp.get_context("fork")
@@ -442,9 +440,8 @@ def run_pass(label: str, sy, lists: list[list[int]], timeout: float, analyze: bo
 
 def run_interleaved(systems: list, label: str, batches: dict[str, list[int]], rounds: int, timeout: float,
                     autoanalyze: bool) -> dict[str, Tally]:
-    """Each system's batches in `rounds` consecutive segments, the systems taking turns
-    segment by segment (harness.interleave), a CHECKPOINT before each, so that none pays
-    for the other's dirty pages. A system whose segments used up `timeout` seconds stops."""
+    """Each system's batches in `rounds` segments, the systems taking turns (h.interleave), a
+    CHECKPOINT before each so that none pays for another's dirty pages."""
     out = {sy.name: Tally(label=f"{sy.name} {label}") for sy in systems}
     for r, sy in h.interleave(rounds, systems):
         ids = batches[sy.name][len(batches[sy.name]) * r // rounds: len(batches[sy.name]) * (r + 1) // rounds]
@@ -462,16 +459,10 @@ def run_interleaved(systems: list, label: str, batches: dict[str, list[int]], ro
     return out
 
 
-def split(n_batches: int, workers: int) -> list[list[int]]:
-    """Round robin, so the workers together follow the corpus order."""
-    return [list(range(i, n_batches, workers)) for i in range(workers)]
-
-
 # --- table statistics ------------------------------------------------------------------------
 
-
-STAT_COLS = ("n_live_tup", "n_dead_tup", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
-             "vacuum_count", "autovacuum_count", "analyze_count", "autoanalyze_count")
+STAT_COLS = ("n_live_tup", "n_dead_tup", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del", "analyze_count",
+             "autoanalyze_count")
 
 
 def read_stats(conninfo: str) -> dict[str, dict[str, int]]:
@@ -483,8 +474,7 @@ def read_stats(conninfo: str) -> dict[str, dict[str, int]]:
 
 
 def catch_up(conninfo: str, autoanalyze: bool, stats: dict) -> dict:
-    """After pass 1: the ANALYZE that autovacuum would run soon (done before the replay, so
-    that none runs during it), then the statistics the replay starts from."""
+    """After pass 1, the ANALYZE autovacuum would run soon (so that none runs in the replay)."""
     if not autoanalyze:
         return stats
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
@@ -523,11 +513,9 @@ def print_pass(p: Tally, pad: str = " " * 25) -> None:
     print(f"{pad}CPU s: {', '.join(cpu)}, PG backends {p.cpu_backends:.1f} (= {', '.join(share)} a batch); "
           f"load avg {p.load[0]:.2f} -> {p.load[1]:.2f}")
     print(f"{pad}machine: {p.cpu_machine:.1f} CPU s busy of {h.CPUS * p.wall:.1f} available; ours {p.cpu_ours:.1f} "
-          f"({p.cpu_ours * per:.1f} ms a batch), everything else {max(0.0, p.cpu_machine - p.cpu_ours):.1f} (other "
-          f"processes on this machine, Redis, PostgreSQL's own background work)")
+          f"({p.cpu_ours * per:.1f} ms a batch), everything else {max(0.0, p.cpu_machine - p.cpu_ours):.1f}")
     if p.analyzed or p.analyze_error:
-        runs = ", ".join(f"{k} {v}" for k, v in sorted(p.analyzed.items()))
-        print(f"{pad}ANALYZE runs (autoanalyze stand-in): {runs or 'none'}"
+        print(f"{pad}ANALYZE runs (autoanalyze stand-in): {dict(sorted(p.analyzed.items())) or 'none'}"
               + (f"; error: {p.analyze_error}" if p.analyze_error else ""))
     for e in [f"error: {e}" for e in p.errors[:5]] + [f"retried: {e}" for e in p.retried[:5]]:
         print(f"{pad}{e}")
@@ -539,27 +527,19 @@ def print_stats(ph) -> None:
     for t in TABLES:
         for tag, before, after in passes:
             a, b = after.get(t, {}), before.get(t, {})
-            d = {k: a.get(k, 0) - b.get(k, 0) for k in STAT_COLS}
             rows.append([t, tag, a.get("n_live_tup", 0), a.get("n_dead_tup", 0),
                          f"{_dead_pct(a.get('n_dead_tup', 0), a.get('n_live_tup', 0)):.2f}%",
-                         *(d[k] for k in ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del", "n_dead_tup"))])
+                         *(a.get(k, 0) - b.get(k, 0) for k in ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
+                                                               "n_dead_tup"))])
     print(h.table(rows, ["table", "after", "n_live", "n_dead", "dead %", "+ins", "+upd", "+hot", "+del", "+dead"],
                   "<<>>>>>>>>", "    "))
-
-    def ran(before, after, counters) -> dict:
-        return {t: n for t in TABLES if (n := sum(after.get(t, {}).get(k, 0) - before.get(t, {}).get(k, 0)
-                                                  for k in counters))}
-
-    if vac := ran(ph.s0, ph.s2, ("vacuum_count", "autovacuum_count")):
-        print(f"    note: (auto)vacuum ran during the passes ({vac}); n_dead_tup deltas are then lower bounds")
-    for tag, before, after in passes:
-        if analyzed := ran(before, after, ("analyze_count", "autoanalyze_count")):
-            print(f"    note: ANALYZE ran during {tag} ({analyzed}): it resets n_live_tup/n_dead_tup to its own "
-                  f"count, so that pass's +dead is not the number of tuples it killed (+upd, +del are)")
+    if ran := [tag for tag, before, after in passes for t in TABLES if after.get(t, {}).get("analyze_count", 0)
+               + after.get(t, {}).get("autoanalyze_count", 0) > before.get(t, {}).get("analyze_count", 0)
+               + before.get(t, {}).get("autoanalyze_count", 0)]:
+        print(f"    note: ANALYZE ran during {', '.join(dict.fromkeys(ran))}: it resets n_dead_tup (+upd, +del count)")
 
 
 # --- main -------------------------------------------------------------------------------
-
 
 def tenants(bench: h.Bench, db: str, keys: int):
     """The measured tenant with `keys` ingest keys, and the warm-up tenant."""
@@ -569,10 +549,10 @@ def tenants(bench: h.Bench, db: str, keys: int):
 
 
 def warm_up(sy, corpus: Corpus, tenant) -> None:
-    """The system's pass over a small corpus of the warm-up tenant, reported on stderr."""
     job = dict(sy.job, corpus=corpus, tenant_id=tenant.id, headers=[headers(tenant.key)])
-    lists = split(len(corpus.bodies), sy.workers)
-    p = run_pass(f"{sy.name} warm-up", SimpleNamespace(**{**vars(sy), "job": job}), lists, 120)
+    n = len(corpus.bodies)
+    p = run_pass(f"{sy.name} warm-up", SimpleNamespace(**{**vars(sy), "job": job}),
+                 [list(range(i, n, sy.workers)) for i in range(sy.workers)], 120)
     h.say(f"{p.label}: {p.batches} batches, {p.eps:,.0f} ev/s, accepted={p.accepted} duplicates={p.duplicates} "
           f"retries={p.retries} failed={p.failed}" + "".join(f"\n  error: {e}" for e in p.errors[:5]))
 
@@ -581,7 +561,7 @@ def run(bench: h.Bench, args) -> int:
     from cs_daemon.db import dispose_engines
     from cs_daemon.plans import plan
 
-    t_start = t = time.monotonic()
+    t_start = time.monotonic()
     bench.cleanups.append(stop_children)
     anchor = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
     corpus = make_corpus(args.events, args.users, args.batch, args.dup_rate, args.seed, anchor)
@@ -590,12 +570,10 @@ def run(bench: h.Bench, args) -> int:
                         t_start=t_start, n=len(corpus.users), batches=len(corpus.bodies))
     v.repeats = (f"{corpus.duplicates:,} repeated keys ({100.0 * corpus.duplicates / v.n:.1f}%, "
                  f"{corpus.duplicates_in_batch:,} within their batch)")
-    h.say(f"corpus: {v.n:,} events, {v.batches:,} batches of {args.batch}, {v.distinct_users:,} users, "
-          f"{v.unique_keys:,} unique keys, {v.repeats}, {sum(map(len, corpus.bodies)) / v.batches / 1024:.1f} KiB "
-          f"a body; built in {time.monotonic() - t:.1f} s")
+    h.say(f"corpus: {v.n:,} events, {v.batches:,} batches, {v.distinct_users:,} users, {v.unique_keys:,} unique keys, "
+          f"{v.repeats}; built in {time.monotonic() - t_start:.1f} s")
     limit = plan(PLAN).requests_per_minute
-    # A key never exceeding the limit in total can never exceed it within a minute.
-    v.keys_needed = max(1, math.ceil(2 * v.batches * 1.05 / (limit * 0.9)))
+    v.keys_needed = max(1, math.ceil(2 * v.batches * 1.05 / (limit * 0.9)))   # never over the limit in total
     with psycopg.connect(h.conninfo(), autocommit=True, connect_timeout=5) as conn:
         pg, v.autovacuum, sync = (conn.execute(f"SHOW {x}").fetchone()[0]
                                   for x in ("server_version", "autovacuum", "synchronous_commit"))
@@ -613,12 +591,9 @@ def run(bench: h.Bench, args) -> int:
                                            workers=workers, job=job, families=None))
     v.statements = statements(bench, systems, corpus, args.statements) if args.statements else {}
     dispose_engines()  # no pooled connection may cross the fork of the client processes
-    h.say(f"databases {', '.join(bench.created)}; Redis prefix {bench.prefix}")
     for sy in systems:
         if sy.name == "service":
             srv = bench.gunicorn(sy.db, CS_LOG_LEVEL="WARNING")
-            srv.wait_http("/api/health", ok=(200, 503))  # 503: no job worker runs, which is fine here
-            # a first request: production mode and plan show in the rate-limit header
             resp = requests.post(srv.url("/api/track"), data=warm.bodies[0], headers=headers(made["service"].warm.key),
                                  timeout=30)
             if resp.status_code != 200 or resp.headers.get("X-RateLimit-Limit") != str(limit):
@@ -636,14 +611,8 @@ def run(bench: h.Bench, args) -> int:
     idle = STATS_IDLE_WAIT if srv else 0.5  # the gunicorn workers publish their statistics late
     time.sleep(idle if srv else 0)
     s0 = {sy.name: read_stats(sy.conninfo) for sy in systems}
-    spies = []
-    if args.py_spy and srv:
-        Path(args.py_spy).mkdir(parents=True, exist_ok=True)
-        spies = [h.py_spy(bench, pid, Path(args.py_spy) / f"worker-{pid}.txt", 50) for pid in workers]
     p1 = run_interleaved(systems, "pass 1", {sy.name: list(range(v.batches)) for sy in systems}, args.rounds,
                          args.pass_timeout, v.autoanalyze)
-    for spy in spies:
-        h.stop_spy(spy)
     if srv:
         srv.check("pass 1")
     time.sleep(idle)
@@ -655,16 +624,15 @@ def run(bench: h.Bench, args) -> int:
         srv.check("the replay")
     time.sleep(idle)
     phases = {sy.name: SimpleNamespace(
-        name=sy.name, p1=p1[sy.name], p2=p2[sy.name], s0=s0[sy.name], s1=s1[sy.name], s1r=s1r[sy.name],
-        s2=read_stats(sy.conninfo), rows=counts(sy.conninfo, sy.tenant_id),
+        name=sy.name, p1=p1[sy.name], p2=p2[sy.name], s0=s0[sy.name], s1=s1[sy.name],
+        s1r=s1r[sy.name], s2=read_stats(sy.conninfo), rows=counts(sy.conninfo, sy.tenant_id),
         server_errors=srv_errors(srv) if sy.name == "service" else []) for sy in systems}
     return report(args, phases, v)
 
 
 def statements(bench: h.Bench, systems, corpus: Corpus, n: int) -> dict[str, str]:
-    """Per side, first pass and replay of the corpus' first n batches in this process on a
-    fresh tenant: psycopg executes a batch, and the service's CPU ms a batch (Flask test
-    client, no HTTP, no other process)."""
+    """Per side, in this process on a fresh tenant, first pass and replay of the first n batches:
+    psycopg executes a batch, and the service's CPU ms a batch (Flask test client, no HTTP)."""
     from webapp import create_app
 
     counted, execute, out = [0], psycopg.Cursor.execute, {}
@@ -679,17 +647,16 @@ def statements(bench: h.Bench, systems, corpus: Corpus, n: int) -> dict[str, str
             made = tenants(bench, sy.db, 1)
             client = create_app(runtime=made.rt).test_client() if sy.name == "service" else None
             conn = psycopg.connect(sy.conninfo, connect_timeout=5) if client is None else None
-            figures = []
+            figures, batches = [], min(n, len(corpus.bodies))
             for _ in ("pass 1", "replay"):
                 counted[0], c0 = 0, time.process_time()
-                for b in range(min(n, len(corpus.bodies))):
+                for b in range(batches):
                     if client:
                         resp = client.post("/api/track", data=corpus.bodies[b], headers=headers(made.key))
                         if resp.status_code != 200:
                             raise h.BenchError(f"statements: HTTP {resp.status_code} {resp.get_data()[:300]!r}")
                     else:
-                        baseline.write_batch(conn, made.id, *corpus.columns[b])
-                batches = min(n, len(corpus.bodies))
+                        write_batch(conn, made.id, *corpus.columns[b])
                 figures.append(f"{counted[0] / batches:.2f}" + f" ({1000 * (time.process_time() - c0) / batches:.1f}"
                                " ms CPU)" * bool(client))
             if conn:
@@ -707,7 +674,7 @@ def counts(conninfo: str, tenant_id: str) -> dict[str, int]:
 
 
 def srv_errors(srv: h.Server, limit: int = 3) -> list[str]:
-    """The distinct exception lines of the tracebacks in the server's log, with their counts."""
+    """The distinct exception lines in the server's log, with their counts."""
     found = Counter(line.strip()[:300] for line in srv.log().splitlines()
                     if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Detected|Failure|Timeout)\b.*", line))
     return [f"{n} x {k}" for k, n in found.most_common(limit)]
@@ -721,10 +688,9 @@ def report(args, phases: dict, v: SimpleNamespace) -> int:
     print(f"  service: gunicorn 2 sync workers, {args.clients} client processes (http.client, pre-serialised "
           f"bodies), plan {PLAN}, {v.keys_needed} API key(s) rotated")
     print(f"  baseline: {BASELINE_PROCESSES} processes, raw psycopg, one transaction a batch")
-    print("  planner statistics: " + (
-        "ANALYZE at autovacuum's default thresholds during the passes (the server's autovacuum is "
-        f"{v.autovacuum}; no VACUUM is run)" if v.autoanalyze else
-        f"none run by the bench (server autovacuum={v.autovacuum})") + "\n")
+    print("  planner statistics: " + (f"ANALYZE at autovacuum's default thresholds during the passes (the server's "
+                                      f"autovacuum is {v.autovacuum}; no VACUUM)" if v.autoanalyze else
+                                      f"none run by the bench (server autovacuum={v.autovacuum})") + "\n")
     for name, figures in v.statements.items():
         print(f"  statements a batch ({name}, in process, first {args.statements} batches): {figures}")
     problems = []
@@ -748,11 +714,10 @@ def report(args, phases: dict, v: SimpleNamespace) -> int:
     svc, base = phases.get("service"), phases.get("baseline")
     if svc and base:
         ratio = svc.p1.eps / base.p1.eps
-        verdict = ("met" if ratio >= RATIO_GOAL else
-                   "NOT met" if ratio >= RATIO_FLOOR else f"NOT met, below the {RATIO_FLOOR} floor")
         missed |= ratio < RATIO_GOAL
-        print(f"  first pass: service {svc.p1.eps:,.0f} ev/s, baseline {base.p1.eps:,.0f} ev/s, "
-              f"ratio {ratio:.2f} (goal >= {RATIO_GOAL}: {verdict})")
+        print(f"  first pass: service {svc.p1.eps:,.0f} ev/s, baseline {base.p1.eps:,.0f} ev/s, ratio {ratio:.2f} "
+              f"(goal >= {RATIO_GOAL}: " + ("met)" if ratio >= RATIO_GOAL else "NOT met)" if ratio >= RATIO_FLOOR
+                                           else f"NOT met, below the {RATIO_FLOOR} floor)"))
         print(f"  replay:     service {svc.p2.eps:,.0f} ev/s, baseline {base.p2.eps:,.0f} ev/s, "
               f"ratio {svc.p2.eps / base.p2.eps:.2f}")
         ms = {k: 1000.0 * p.cpu_ours / max(1, p.batches)

@@ -1,40 +1,5 @@
 """Preview-count latency on PostgreSQL: the compiled condition tree against hand-written SQL
-and against fetching users and filtering in Python.
-
-    .venv/bin/python bench/preview_count.py                           # 1M users, ~20M events
-    .venv/bin/python bench/preview_count.py --users 50000 --events 1000000   # a quick run
-
-  1. on a fresh database (bench/harness.py) with one tenant on the "scale" plan, bulk-loads
-     a deterministic (seeded) corpus with COPY (TRUNCATE + COPY ... FREEZE in one
-     transaction; indexes and constraints dropped for the load and re-created with their
-     exact migrated definitions, then VACUUM ANALYZE): --users customers (7 lifecycle
-     stages, risk levels that follow the stage, scores, team sizes, locales, traits JSON
-     with plan / seats / tags / timezone, some values missing or of the "wrong" JSON type)
-     and about --events events of 20 names over the last 90 days (per-user volume is
-     heavy-tailed, the mix depends on a per-user persona, timestamps cluster towards the
-     user's last activity);
-  2. for five trees (field-only, one event clause, nested any/not, traits, a combined
-     realistic tree) times, interleaved, --runs times each after a warm-up:
-       ours:  cs_daemon.playbooks.service.preview_count(session, tree, now=NOW) in a
-              tenant-scoped session (Runtime(settings).session(tenant_id)), session
-              opening included;
-       hand:  hand-written SQL of the same tree over raw psycopg (the first variant of each
-              tree is what a careful engineer would write; the others are alternatives,
-              timed too, so the figures say which form PostgreSQL prefers);
-       python: the naive way: fetch the users and the event counts the tree needs, then
-              conditions.evaluate() each one; timed on the first --python-sample users
-              (a user-id range) and extrapolated linearly to all users;
-     and prints medians, the ratios (goal: ours <= 1.5x hand on each tree; ours >= 20x
-     faster than python), and checks that every method returns the same count (ours and
-     every hand variant on all users; python, hand and the compiled tree on the sample);
-  3. prints EXPLAIN (ANALYZE, BUFFERS) of ours and of the hand-written SQL for each tree
-     whose ratio is above the goal (--explain always/never to change that). --keep-db
-     keeps the database and prints its name; --reuse-db NAME measures an existing
-     database of this script instead of loading.
-
-Machine load (load average and the whole machine's busy CPU share) is printed with the
-figures: on a busy 2-CPU machine absolute times move, ratios much less. --strict: exit 1
-when a goal is missed or a count differs."""
+and against fetching users and filtering in Python, on a bulk-loaded seeded corpus."""
 
 from __future__ import annotations
 
@@ -55,7 +20,6 @@ NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
 GOAL_HAND = 1.5
 GOAL_PYTHON = 20.0
 PLAN = "scale"
-DB_PREFIX = "cs_bench_preview_"
 
 OPTIONS = """
 --users 1_000_000      >=1000 customers
@@ -64,10 +28,8 @@ OPTIONS = """
 --python-sample 20_000  users the python method is timed on, then extrapolated (0 = all)
 --python-runs 3        runs of the python method
 --seed 20261102        seed of the corpus
---explain auto|always|never  EXPLAIN ANALYZE when the ratio misses the goal (auto), always or never
 --only ''              comma-separated tree keys to run (default all)
 --keep-db              keep the database (prints its name)
---reuse-db ''          measure an existing cs_bench_preview_* database, no load
 --strict               exit 1 when a goal is missed or counts differ
 """
 
@@ -251,127 +213,69 @@ def load_corpus(conninfo: str, tenant_id: str, n_users: int, n_events: int, seed
     return stats
 
 
-
-# --- the trees and their hand-written SQL ---------------------------------------------------
-#
-# Hand-written SQL takes %(t)s (tenant), %(now)s and cut-offs as parameters, and a {scope}
-# placeholder where the sample restriction goes (empty on all users).
-
-
-@dataclass
-class Variant:
-    label: str
-    sql: str
-
+# --- the trees and their hand-written SQL (what a careful engineer would write): %(t)s is the
+# tenant, {scope} where the sample's user range goes
 
 @dataclass
 class Tree:
     key: str
     title: str
     tree: dict
-    variants: list[Variant]
-    params: dict
+    sql: str
+    params: dict = field(default_factory=dict)
 
 
 SCOPE = "AND c.id >= %(lo)s AND c.id < %(hi)s"
+COUNT = "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} "
 
 
 def trees() -> list[Tree]:
     d7, d14, d30 = (NOW - timedelta(days=n) for n in (7, 14, 30))
-    out = [
+    no_event = ("EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = c.tenant_id AND e.user_id = c.id "
+                "AND e.event = '{}' AND e.timestamp >= {})")
+    return [
         Tree("field", "field-only: stage in (onboarding, activated), engagement < 40, inactive >= 7 days",
              {"all": [{"field": "lifecycle_stage", "op": "in", "value": ["onboarding", "activated"]},
                       {"field": "engagement_score", "op": "lt", "value": 40},
                       {"field": "days_since_last_activity", "op": "gte", "value": 7}]},
-             [Variant("plain WHERE (sargable last_activity_at <= now - 7 d)",
-                      "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} "
-                      "AND c.lifecycle_stage IN ('onboarding', 'activated') AND c.engagement_score < 40 "
-                      "AND c.last_activity_at <= %(d7)s")],
-             {"d7": d7}),
+             COUNT + "AND c.lifecycle_stage IN ('onboarding', 'activated') AND c.engagement_score < 40 "
+             "AND c.last_activity_at <= %(d7)s", {"d7": d7}),
         Tree("event", "event clause: created_project count >= 3 within 30 days",
              {"event": "created_project", "count": {"op": "gte", "value": 3}, "within_days": 30},
-             [Variant("JOIN (events GROUP BY user_id HAVING count >= 3)",
-                      "SELECT count(*) FROM customers c JOIN (SELECT e.user_id FROM events e "
-                      "WHERE e.tenant_id = %(t)s AND e.event = 'created_project' AND e.timestamp >= %(d30)s "
-                      "GROUP BY e.user_id HAVING count(*) >= 3) e ON e.user_id = c.id "
-                      "WHERE c.tenant_id = %(t)s {scope}"),
-              Variant("correlated count per user",
-                      "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} AND (SELECT count(*) "
-                      "FROM events e WHERE e.tenant_id = c.tenant_id AND e.user_id = c.id "
-                      "AND e.event = 'created_project' AND e.timestamp >= %(d30)s) >= 3"),
-              Variant("LATERAL (... LIMIT 3) count = 3 (stops at the 3rd event)",
-                      "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} AND (SELECT count(*) "
-                      "FROM (SELECT 1 FROM events e WHERE e.tenant_id = c.tenant_id AND e.user_id = c.id "
-                      "AND e.event = 'created_project' AND e.timestamp >= %(d30)s LIMIT 3) x) >= 3")],
-             {"d30": d30}),
+             "SELECT count(*) FROM customers c JOIN (SELECT e.user_id FROM events e WHERE e.tenant_id = %(t)s "
+             "AND e.event = 'created_project' AND e.timestamp >= %(d30)s GROUP BY e.user_id HAVING count(*) >= 3) e "
+             "ON e.user_id = c.id WHERE c.tenant_id = %(t)s {scope}", {"d30": d30}),
         Tree("nested", "nested any/not: risk high/critical OR (no session_started in 7 days AND NOT plan = free)",
              {"any": [{"field": "risk_level", "op": "in", "value": ["high", "critical"]},
                       {"all": [{"not": {"event": "session_started", "within_days": 7}},
                                {"not": {"field": "traits.plan", "op": "eq", "value": "free"}}]}]},
-             [Variant("OR with NOT EXISTS",
-                      "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} AND ("
-                      "c.risk_level IN ('high', 'critical') OR ((c.traits->>'plan') IS DISTINCT FROM 'free' "
-                      "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = c.tenant_id AND e.user_id = c.id "
-                      "AND e.event = 'session_started' AND e.timestamp >= %(d7)s)))"),
-              Variant("OR with correlated count = 0",
-                      "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} AND ("
-                      "c.risk_level IN ('high', 'critical') OR ((c.traits->>'plan') IS DISTINCT FROM 'free' "
-                      "AND (SELECT count(*) FROM events e WHERE e.tenant_id = c.tenant_id AND e.user_id = c.id "
-                      "AND e.event = 'session_started' AND e.timestamp >= %(d7)s) = 0))")],
-             {"d7": d7}),
+             COUNT + "AND (c.risk_level IN ('high', 'critical') OR ((c.traits->>'plan') IS DISTINCT FROM 'free' "
+             "AND NOT " + no_event.format("session_started", "%(d7)s") + "))", {"d7": d7}),
         Tree("traits", "traits: plan in (pro, enterprise), seats >= 10 (numbers only), tags contains 'beta'",
              {"all": [{"field": "traits.plan", "op": "in", "value": ["pro", "enterprise"]},
                       {"field": "traits.seats", "op": "gte", "value": 10},
                       {"field": "traits.tags", "op": "contains", "value": "beta"}]},
-             [Variant("->> / json_typeof / jsonb @> on the array",
-                      "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} "
-                      "AND json_typeof(c.traits->'plan') = 'string' AND c.traits->>'plan' IN ('pro', 'enterprise') "
-                      "AND CASE WHEN json_typeof(c.traits->'seats') = 'number' "
-                      "THEN (c.traits->>'seats')::float8 >= 10 ELSE false END "
-                      "AND CASE json_typeof(c.traits->'tags') "
-                      "WHEN 'array' THEN (c.traits->'tags')::jsonb @> '[\"beta\"]' "
-                      "WHEN 'string' THEN strpos(c.traits->>'tags', 'beta') > 0 ELSE false END"),
-              Variant("one jsonb cast, then jsonb_typeof / @>",
-                      "SELECT count(*) FROM customers c CROSS JOIN LATERAL (SELECT c.traits::jsonb AS j) t "
-                      "WHERE c.tenant_id = %(t)s {scope} "
-                      "AND t.j->>'plan' IN ('pro', 'enterprise') AND jsonb_typeof(t.j->'plan') = 'string' "
-                      "AND CASE WHEN jsonb_typeof(t.j->'seats') = 'number' "
-                      "THEN (t.j->'seats')::float8 >= 10 ELSE false END "
-                      "AND CASE jsonb_typeof(t.j->'tags') WHEN 'array' THEN t.j->'tags' @> '[\"beta\"]' "
-                      "WHEN 'string' THEN strpos(t.j->>'tags', 'beta') > 0 ELSE false END")],
-             {}),
+             COUNT + "AND json_typeof(c.traits->'plan') = 'string' AND c.traits->>'plan' IN ('pro', 'enterprise') "
+             "AND CASE WHEN json_typeof(c.traits->'seats') = 'number' THEN (c.traits->>'seats')::float8 >= 10 "
+             "ELSE false END AND CASE json_typeof(c.traits->'tags') WHEN 'array' THEN (c.traits->'tags')::jsonb @> "
+             "'[\"beta\"]' WHEN 'string' THEN strpos(c.traits->>'tags', 'beta') > 0 ELSE false END"),
         Tree("combined", "combined (docs example): onboarding/activated, engagement < 40, no invite in 14 d, "
-                         "not critical, locale de or team >= 5",
+             "not critical, locale de or team >= 5",
              {"all": [{"field": "lifecycle_stage", "op": "in", "value": ["onboarding", "activated"]},
                       {"field": "engagement_score", "op": "lt", "value": 40},
                       {"event": "invited_teammate", "count": {"op": "eq", "value": 0}, "within_days": 14},
                       {"not": {"field": "risk_level", "op": "eq", "value": "critical"}},
                       {"any": [{"field": "locale", "op": "eq", "value": "de"},
                                {"field": "team_size", "op": "gte", "value": 5}]}]},
-             [Variant("WHERE + NOT EXISTS",
-                      "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} "
-                      "AND c.lifecycle_stage IN ('onboarding', 'activated') AND c.engagement_score < 40 "
-                      "AND c.risk_level <> 'critical' AND (c.locale = 'de' OR c.team_size >= 5) "
-                      "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = c.tenant_id AND e.user_id = c.id "
-                      "AND e.event = 'invited_teammate' AND e.timestamp >= %(d14)s)"),
-              Variant("WHERE + correlated count = 0",
-                      "SELECT count(*) FROM customers c WHERE c.tenant_id = %(t)s {scope} "
-                      "AND c.lifecycle_stage IN ('onboarding', 'activated') AND c.engagement_score < 40 "
-                      "AND c.risk_level <> 'critical' AND (c.locale = 'de' OR c.team_size >= 5) "
-                      "AND (SELECT count(*) FROM events e WHERE e.tenant_id = c.tenant_id AND e.user_id = c.id "
-                      "AND e.event = 'invited_teammate' AND e.timestamp >= %(d14)s) = 0")],
-             {"d14": d14}),
+             COUNT + "AND c.lifecycle_stage IN ('onboarding', 'activated') AND c.engagement_score < 40 "
+             "AND c.risk_level <> 'critical' AND (c.locale = 'de' OR c.team_size >= 5) AND NOT "
+             + no_event.format("invited_teammate", "%(d14)s"), {"d14": d14}),
     ]
-    return out
-
-
 
 
 class Methods:
     def __init__(self, rt, tenant_id: str, raw: psycopg.Connection):
-        self.rt = rt
-        self.tenant_id = tenant_id
-        self.raw = raw
+        self.rt, self.tenant_id, self.raw = rt, tenant_id, raw
 
     def ours(self, tree: Tree) -> int:
         from cs_daemon.playbooks import service
@@ -391,20 +295,15 @@ class Methods:
             return s.scalar(select(func.count()).select_from(Customer)
                             .where(expr, Customer.id >= lo, Customer.id < hi)) or 0
 
-    def hand(self, tree: Tree, variant: Variant, scope: tuple[str, str] | None = None) -> int:
-        params = {"t": self.tenant_id, "now": NOW, **tree.params}
-        sql = variant.sql.replace("{scope}", SCOPE if scope else "")
-        if scope:
-            params.update(lo=scope[0], hi=scope[1])
-        with self.raw.cursor() as cur:
-            cur.execute(sql, params)
-            (n,) = cur.fetchone()
+    def hand(self, tree: Tree, scope: tuple[str, str] | None = None) -> int:
+        params = {"t": self.tenant_id, "now": NOW, **tree.params, **dict(zip(("lo", "hi"), scope or ()))}
+        (n,) = self.raw.execute(tree.sql.replace("{scope}", SCOPE if scope else ""), params).fetchone()
         self.raw.rollback()
         return n
 
     def python(self, tree: Tree, lo: str, hi: str) -> int:
-        """The naive way on the user range [lo, hi): fetch users and the event counts the
-        tree asks for, then evaluate in memory."""
+        """The naive way on the user range [lo, hi): fetch the users and the event counts the tree
+        asks for, then evaluate in memory."""
         from cs_daemon.engine import conditions
 
         clauses = sorted(conditions.event_clauses(tree.tree), key=lambda c: (c[0], c[1] or 0))
@@ -417,22 +316,15 @@ class Methods:
             if clauses:
                 cols, params = [], []
                 for name, within in clauses:
-                    if within is None:
-                        cols.append("count(*) FILTER (WHERE event = %s)")
-                        params.append(name)
-                    else:
-                        cols.append("count(*) FILTER (WHERE event = %s AND timestamp >= %s)")
-                        params += [name, NOW - timedelta(days=within)]
-                names = sorted({n for n, _ in clauses})
+                    cols.append("count(*) FILTER (WHERE event = %s" + (")" if within is None else
+                                                                        " AND timestamp >= %s)"))
+                    params += [name] + ([] if within is None else [NOW - timedelta(days=within)])
                 cur.execute(f"SELECT user_id, {', '.join(cols)} FROM events WHERE tenant_id = %s AND user_id >= %s "
                             "AND user_id < %s AND event = ANY(%s) GROUP BY user_id",
-                            (*params, self.tenant_id, lo, hi, names))
+                            (*params, self.tenant_id, lo, hi, sorted({n for n, _ in clauses})))
                 counts = {row[0]: row[1:] for row in cur}
         self.raw.rollback()
-        index = {c: k for k, c in enumerate(clauses)}
-        zero = (0,) * len(clauses)
-        n_fields = len(fields)
-        matched = 0
+        index, zero, n_fields, matched = {c: k for k, c in enumerate(clauses)}, (0,) * len(clauses), len(fields), 0
         for row in users:
             mine = counts.get(row[0], zero)
             facts = conditions.Facts(
@@ -443,87 +335,25 @@ class Methods:
         return matched
 
 
-# --- EXPLAIN ------------------------------------------------------------------------------
-
-
-def capture_ours_sql(rt, tenant_id: str, tree: Tree) -> tuple[str, dict]:
-    """The statement and parameters preview_count sends for this tree."""
-    from sqlalchemy import event
-
-    from cs_daemon.db import get_engine
-    from cs_daemon.playbooks import service
-
-    seen: list[tuple[str, dict]] = []
-
-    def grab(conn, cursor, statement, parameters, context, executemany):
-        if "count(" in statement and "FROM customers" in statement:
-            seen.append((statement, dict(parameters or {})))
-
-    engine = get_engine(rt.settings)
-    event.listen(engine, "before_cursor_execute", grab)
-    try:
-        with rt.session(tenant_id, commit=False) as s:
-            service.preview_count(s, tree.tree, now=NOW)
-    finally:
-        event.remove(engine, "before_cursor_execute", grab)
-    if not seen:
-        raise h.BenchError("could not capture the preview_count statement")
-    return seen[-1]
-
-
-def explain(raw: psycopg.Connection, sql: str, params: dict) -> str:
-    with raw.cursor() as cur:
-        cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
-        text = "\n".join(r[0] for r in cur.fetchall())
-    raw.rollback()
-    return text
-
-
-
-
 # --- main ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Result:
-    tree: Tree
-    ours: list[float] = field(default_factory=list)
-    hand: dict[str, list[float]] = field(default_factory=dict)
-    python_sample_s: list[float] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    sample_counts: dict[str, int] = field(default_factory=dict)
-
 
 def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def load(bench: h.Bench, args, db: str, rt) -> tuple[str, LoadStats, str]:
-    """The tenant and the corpus (or those of --reuse-db); the load phase's machine load."""
-    if args.reuse_db:
-        with psycopg.connect(h.conninfo(args.reuse_db)) as conn:
-            tenant_id = conn.execute("SELECT id FROM tenants WHERE name = 'Bench'").fetchone()[0]
-            loaded = LoadStats(*(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                                 for t in ("customers", "events")))
-        return tenant_id, loaded, "(reused database, no load)"
+def run(bench: h.Bench, args) -> int:
+    db = bench.database()
+    rt = bench.runtime(db, redis_url=None)
     h.say(f"database {db}: loading {args.users:,} users and ~{args.events:,} events")
     tenant_id = bench.tenant(db, PLAN, now=NOW, rt=rt).id
-    probe = h.LoadProbe()
-    loaded = LoadStats()
+    probe, loaded = h.LoadProbe(), LoadStats()
 
     def copy() -> dict[str, float]:
         nonlocal loaded
         loaded = load_corpus(h.conninfo(db), tenant_id, args.users, args.events, args.seed)
         return loaded.seconds
 
-    loaded.seconds = h.reload(db, ("customers", "events"), copy)
-    return tenant_id, loaded, probe.line()
-
-
-def run(bench: h.Bench, args) -> int:
-    db = bench.database(reuse=args.reuse_db)
-    rt = bench.runtime(db, redis_url=None)
-    tenant_id, loaded, load_line = load(bench, args, db, rt)
+    loaded.seconds, load_line = h.reload(db, ("customers", "events"), copy), probe.line()
     sizes = h.sizes(db, "customers", "events", "ix_events_user")
     h.say(f"loaded {loaded.users:,} users, {loaded.events:,} events "
           f"({', '.join(f'{k} {v:.1f} s' for k, v in loaded.seconds.items())}); "
@@ -532,112 +362,45 @@ def run(bench: h.Bench, args) -> int:
     bench.cleanups.append(raw.close)
     methods = Methods(rt, tenant_id, raw)
     keep = set(args.only.split(",")) if args.only else None
-    results = [Result(t, hand={v.label: [] for v in t.variants}) for t in trees() if not keep or t.key in keep]
+    chosen = [t for t in trees() if not keep or t.key in keep]
     sample = loaded.users if args.python_sample <= 0 else min(args.python_sample, loaded.users)
     lo, hi = user_id(0), user_id(sample)
-
-    h.say("warming up")   # every query once (caches, plans, the engine's pool), counts recorded
-    for res in results:
-        res.counts["ours"] = methods.ours(res.tree)
-        for v in res.tree.variants:
-            res.counts[v.label] = methods.hand(res.tree, v)
-    # fixed cost of a call: a tree the planner answers without reading a row
-    empty = Tree("empty", "", {"any": []}, [Variant("WHERE false", "SELECT count(*) FROM customers c "
-                                                    "WHERE c.tenant_id = %(t)s {scope} AND false")], {})
-    fixed = {"ours": [], "hand": []}
-    for k in range(40):
-        for side, fn in (("ours", lambda: methods.ours(empty)),
-                         ("hand", lambda: methods.hand(empty, empty.variants[0]))):
-            dt, _ = h.timed(fn)
-            if k >= 10:
-                fixed[side].append(dt)
-    probe, t_measure = h.LoadProbe(), time.monotonic()
-    for r, (res, v) in h.interleave(args.runs, [(res, v) for res in results for v in [None, *res.tree.variants]]):
-        if v is None:
-            dt, res.counts["ours"] = h.timed(lambda: methods.ours(res.tree))
-            res.ours.append(dt)
-        else:
-            res.hand[v.label].append(h.timed(lambda: methods.hand(res.tree, v))[0])
-        if len(results[0].ours) == r + 1 == len(results[-1].ours):
-            h.say(f"  run {r + 1}/{args.runs} done ({time.monotonic() - t_measure:.0f} s)")
-    sql_line = probe.line()
-
+    counts = {t.key: {"ours": methods.ours(t), "hand": methods.hand(t)} for t in chosen}   # the warm-up
     probe = h.LoadProbe()
+    times, _ = h.sides({f"{side} {t.key}": (lambda t=t, side=side: getattr(methods, side)(t))
+                        for t in chosen for side in ("ours", "hand")}, args.runs)
+    sql_line, probe = probe.line(), h.LoadProbe()
     h.say(f"python method on {sample:,} users")
-    for res in results:
-        methods.python(res.tree, lo, hi)  # warm-up
-        for _ in range(args.python_runs):
-            dt, n = h.timed(lambda: methods.python(res.tree, lo, hi))
-            res.python_sample_s.append(dt)
-        res.sample_counts["python"] = n
-        res.sample_counts["hand"] = methods.hand(res.tree, res.tree.variants[0], (lo, hi))
-        res.sample_counts["ours"] = methods.ours_scoped(res.tree, lo, hi)
-    py_line = probe.line()
-
-    factor = loaded.users / sample
+    py, sample_counts = {}, {}
+    for t in chosen:
+        methods.python(t, lo, hi)  # warm-up
+        py[t.key] = [h.timed(lambda: methods.python(t, lo, hi)) for _ in range(args.python_runs)]
+        sample_counts[t.key] = {"python": py[t.key][-1][1], "hand": methods.hand(t, (lo, hi)),
+                                "ours": methods.ours_scoped(t, lo, hi)}
+    py_line, factor = probe.line(), loaded.users / sample
     print(f"\nPreview count on PostgreSQL: {loaded.users:,} users, {loaded.events:,} events, one tenant; "
           f"median of {args.runs} runs after a warm-up, interleaved")
     print(f"  load: {load_line}\n  SQL timing: {sql_line}\n  python timing: {py_line}")
     print(f"  python: timed on the first {sample:,} users (user-id range), median of {args.python_runs} runs, "
-          f"extrapolated x{factor:.1f} to all users" if factor > 1 else
-          f"  python: timed on all users, median of {args.python_runs} runs")
-    print(f"  fixed cost of a call (tree {{\"any\": []}}, no row read), median of 30: ours "
-          f"{_median(fixed['ours']) * 1000:.2f} ms (session, pool pre-ping, tenant scope, compile), "
-          f"raw psycopg {_median(fixed['hand']) * 1000:.2f} ms\n")
-    misses: list[str] = []
-    summary, rows = [], []
-    for res in results:
-        ours = _median(res.ours) * 1000
-        hand = _median(res.hand[res.tree.variants[0].label]) * 1000
-        best_label = min(res.hand, key=lambda k: _median(res.hand[k]))
-        best = _median(res.hand[best_label]) * 1000
-        py = _median(res.python_sample_s) * 1000 * factor
-        agree = len(set(res.counts.values())) == 1 and len(set(res.sample_counts.values())) == 1
-        rows.append([res.tree.key, f"{ours:.1f}", f"{hand:.1f}", f"{ours / hand:.2f}", f"{best:.1f}",
-                     f"{ours / best:.2f}", f"{py:.0f}", f"{py / ours:.1f}", f"{res.counts['ours']:,}",
-                     "yes" if agree else "NO"])
-        summary.append((res, ours, hand, best, best_label))
-        if ours / hand > GOAL_HAND:
-            misses.append(f"{res.tree.key}: ours/hand {ours / hand:.2f} > {GOAL_HAND}")
-        if py / ours < GOAL_PYTHON:
-            misses.append(f"{res.tree.key}: python/ours {py / ours:.1f} < {GOAL_PYTHON}")
-        if not agree:
-            misses.append(f"{res.tree.key}: counts differ: all users {res.counts}, sample {res.sample_counts}")
-    print(h.table(rows, ["tree", "ours ms", "hand ms", "ours/hand", "best hand", "ours/best", "python ms",
-                         "py/ours", "count", "agree"], "<>>>>>>>><"))
-    print("\n  trees and hand-written variants (median ms; count on all users):")
-    for res, ours, *_ in summary:
-        print(f"  [{res.tree.key}] {res.tree.title}\n      tree: {json.dumps(res.tree.tree)}")
-        print(f"      {'ours (preview_count)':<66} {ours:>9.1f} ms  count {res.counts['ours']:,}")
-        for k, v in enumerate(res.tree.variants):
-            ms = _median(res.hand[v.label]) * 1000
-            print(f"      {'hand*' if k == 0 else 'alt  '} {v.label:<60.60} {ms:>9.1f} ms"
-                  f"  count {res.counts[v.label]:,}")
-        sc = res.sample_counts
-        print(f"      sample of {sample:,} users: python {sc['python']:,}, hand {sc['hand']:,}, compiled tree "
-              f"{sc['ours']:,}; python {_median(res.python_sample_s) * 1000:.0f} ms on the sample")
-    print("  (hand* = what a careful engineer would write first; alt = alternatives timed in the same run)\n")
-    print(f"  goals: ours <= {GOAL_HAND}x hand on each tree; ours >= {GOAL_PYTHON}x faster than python")
+          f"extrapolated x{factor:.1f} to all users\n" if factor > 1 else
+          f"  python: timed on all users, median of {args.python_runs} runs\n")
+    misses, rows = [], []
+    for t in chosen:
+        ours, hand = (_median(times[f"{side} {t.key}"]) * 1000 for side in ("ours", "hand"))
+        python = _median([dt for dt, _ in py[t.key]]) * 1000 * factor
+        agree = len(set(counts[t.key].values())) == 1 and len(set(sample_counts[t.key].values())) == 1
+        rows.append([t.key, f"{ours:.1f}", f"{hand:.1f}", f"{ours / hand:.2f}", f"{python:.0f}",
+                     f"{python / ours:.1f}", counts[t.key]["ours"], "yes" if agree else "NO"])
+        misses += [f"{t.key}: ours/hand {ours / hand:.2f} > {GOAL_HAND}"] * (ours / hand > GOAL_HAND)
+        misses += [f"{t.key}: python/ours {python / ours:.1f} < {GOAL_PYTHON}"] * (python / ours < GOAL_PYTHON)
+        misses += [f"{t.key}: counts differ: {counts[t.key]}, sample {sample_counts[t.key]}"] * (not agree)
+    print(h.table(rows, ["tree", "ours ms", "hand ms", "ours/hand", "python ms", "py/ours", "count", "agree"],
+                  "<>>>>>><"))
+    print("\n" + "\n".join(f"  [{t.key}] {t.title}\n      tree: {json.dumps(t.tree)}" for t in chosen))
+    print(f"\n  goals: ours <= {GOAL_HAND}x hand on each tree; ours >= {GOAL_PYTHON}x faster than python")
     print("  " + ("all met" if not misses else "missed: " + "; ".join(misses)))
-    for res, ours, hand, best, best_label in summary:
-        if args.explain == "never" or (args.explain == "auto" and ours / best <= GOAL_HAND):
-            continue
-        sql, params = capture_ours_sql(rt, tenant_id, res.tree)
-        print(f"\n=== EXPLAIN ANALYZE [{res.tree.key}] ours (ours/hand {ours / hand:.2f}, "
-              f"ours/best {ours / best:.2f}) ===")
-        print(sql)
-        print(explain(raw, sql, params))
-        for label in dict.fromkeys([res.tree.variants[0].label, best_label]):
-            v = next(x for x in res.tree.variants if x.label == label)
-            print(f"--- EXPLAIN ANALYZE [{res.tree.key}] hand: {label} ---")
-            print(explain(raw, v.sql.replace("{scope}", ""), {"t": tenant_id, "now": NOW, **res.tree.params}))
     return 1 if args.strict and misses else 0
 
 
-def check(args) -> str | None:
-    if args.reuse_db and not args.reuse_db.startswith(DB_PREFIX):
-        return f"--reuse-db takes a database made by this script ({DB_PREFIX}...)"
-
-
 if __name__ == "__main__":
-    sys.exit(h.main("preview", __doc__, OPTIONS, run, check))
+    sys.exit(h.main("preview", __doc__, OPTIONS, run))

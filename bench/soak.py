@@ -1,48 +1,19 @@
 """Soak: steady mixed load on `cs serve` in production mode for --minutes; memory and backlog trend.
 
-    .venv/bin/python bench/soak.py                      # 30 minutes
-    .venv/bin/python bench/soak.py --minutes 10 --rate 4
-
-On a fresh database (bench/harness.py) with a tenant on the "scale" plan, it starts
-`cs serve` in production mode (the supervisor, gunicorn with CS_WEB_PROCESSES gthread
-processes, Dramatiq with CS_WORKER_PROCESSES x CS_WORKER_THREADS), a loopback SMTP
-server (aiosmtpd) and two loopback HTTP receivers (the webhook endpoint and an action
-type's delivery webhook), then runs the load of the fault campaign
-(tests/support/workload.py: tracked events, email, webhook and in_app interventions
-approved, external action dispatches; each tracked batch and delivered intervention fans
-out to the endpoint) at --rate units a second, spread over --threads client threads.
-
-Every --every seconds it samples each process of the daemon's tree (by role: supervisor,
-gunicorn master and workers, dramatiq master and workers) for its resident memory (RSS,
-from /proc) and the backlogs: the job queue in Redis (messages queued, delayed for a
-retry), the deliveries open in the database (and those due more than a minute ago, which
-no queue holds any more), decision requests owed; and what was done in the interval
-(requests by status, deliveries delivered). It prints a row a sample and at the end the
-table again with the verdict:
-
-  memory: after the warm-up (--warmup minutes), no process's RSS grows by more than
-    --growth-mb MB and --growth-pct % from its first sample after the warm-up to the
-    mean of the last three samples (a process that restarted is reported, not judged);
-    each process's trend after the warm-up (MB an hour, least squares) is printed too;
-  backlog: the overdue deliveries and the queued messages at the end are at most
-    --backlog-slack above their median after the warm-up (no growing backlog), and
-    nothing is overdue more than a minute at the end.
-
---strict: exit 1 when the verdict is not ok."""
+The verdict: after the warm-up no process's RSS grows more than --growth-mb and
+--growth-pct (first sample after the warm-up to the mean of the last three), and the
+overdue deliveries and queued messages end at most --backlog-slack above their median."""
 
 from __future__ import annotations
 
 import os
-import re
 import statistics
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import psycopg
 import redis
-import requests
 
 import harness as h
 from tests.support.receiver import Receiver
@@ -75,12 +46,8 @@ BACKLOG_SQL = {
 
 
 def rss_mb(pid: int) -> float | None:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
-    return int(m.group(1)) / 1024 if m else None
+    rss = h.proc_status(pid).get("VmRSS")
+    return int(rss.split()[0]) / 1024 if rss else None
 
 
 def roles(daemon: h.Server) -> dict[str, int]:
@@ -176,16 +143,12 @@ def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
 
 def run(bench: h.Bench, args) -> int:
     db = bench.database()
-    h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, "scale")
     hooks, actions, mailbox = Receiver(), Receiver(), Mailbox()
     bench.cleanups += [hooks.close, actions.close, mailbox.close]
-    port = h.free_port()
-    daemon = bench.cs(db, "daemon", "serve", "--host", h.HOST, "--port", str(port), port=port,
-                      CS_WEB_PROCESSES=str(args.web_processes), CS_WORKER_PROCESSES=str(args.worker_processes),
-                      CS_WORKER_THREADS=str(args.worker_threads), CS_STREAM_SLOTS="16", SMTP_URL=mailbox.url,
-                      ALLOW_PRIVATE_WEBHOOK_URLS="1", CS_LOG_LEVEL="WARNING")
-    daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 90, 0.2)
+    daemon = bench.serve(db, CS_WEB_PROCESSES=str(args.web_processes), CS_WORKER_PROCESSES=str(args.worker_processes),
+                         CS_WORKER_THREADS=str(args.worker_threads), CS_STREAM_SLOTS="16", SMTP_URL=mailbox.url,
+                         ALLOW_PRIVATE_WEBHOOK_URLS="1", CS_LOG_LEVEL="WARNING")
     load = Workload([daemon.url()], tenant.key)
     load.setup(hooks_url=hooks.url, actions_url=actions.url)
     sampler = Sampler(daemon, db, bench.prefix, load)

@@ -1,37 +1,10 @@
-"""In-app streams: concurrent open streams one daemon holds on this machine (held past two
-heartbeats), the API processes' memory per stream and their CPU while the streams are idle,
-and delivery latency p50/p99 from approve to the message on a stream with 10,000 open.
-
-    .venv/bin/python bench/sse.py                                   # levels 1000,5000,10000
-    .venv/bin/python bench/sse.py --levels 100,200 --latency-at 200 --samples 50 --heartbeat 2   # a quick run
-
-  1. on a fresh database (bench/harness.py) with a tenant on the "scale" plan, starts
-     `cs serve` in production mode: the supervisor runs gunicorn (CS_WEB_PROCESSES
-     processes, whose event loop holds the streams, docs/channels.md "Capacity") and the
-     Dramatiq worker (CS_WORKER_PROCESSES x CS_WORKER_THREADS); makes the users (POST
-     /api/track, $identify) and one stream token each (minted with the daemon's secret);
-  2. capacity: opens streams in steps up to each level (the streams of the previous level
-     stay open), one per user, at most 100 connects in flight; a stream counts as open once
-     its first chunk came (200 and `retry:`). A refused stream (429) is retried after its
-     Retry-After, as the SDK does, at most --retries times. Each level is then held for
-     --hold seconds (at least two heartbeats of --heartbeat seconds) and the streams still
-     open are counted, with the RSS and threads of the API processes and the CPU of each
-     process family over the hold (the streams idle: heartbeats only);
-  3. latency, once --latency-at streams are open: approves --samples in_app interventions
-     (planned beforehand, each for another user with an open stream) at --rate a second,
-     each timed from sending PUT /api/interventions/{id}/approve until its message line is
-     read on that user's stream, split by the rows' timestamps into the job queue
-     (approved -> queued) and the stream (queued -> written); then waits until all of them
-     are `delivered`, and prints the CPU of each process family during the approvals.
-
-The client is one asyncio process with raw sockets (HTTP/1.0, so the stream comes without
-chunking) and approvals through a small thread pool; its file limit is raised to the hard
-limit (the daemon inherits it).
-"""
+"""In-app streams: streams one daemon holds past two heartbeats, memory per stream, idle CPU,
+and approve -> message latency at given stream counts (one asyncio client, raw sockets)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import resource
 import sys
@@ -39,12 +12,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from types import SimpleNamespace
 
 import psycopg
 import redis
-import requests
 
 import harness as h
 
@@ -67,15 +38,11 @@ OPTIONS = """
 
 
 def start_daemon(bench: h.Bench, db: str, a) -> h.Server:
-    port = h.free_port()
-    daemon = bench.cs(db, "daemon", "serve", "--host", HOST, "--port", str(port), port=port,
-                      CS_WEB_PROCESSES=str(a.web_processes), CS_STREAM_SLOTS=str(a.stream_slots),
-                      CS_STREAM_HEARTBEAT_SECONDS=str(a.heartbeat),
-                      # one tenant, one client address: the fairness caps would measure themselves
-                      CS_STREAM_TENANT_SHARE="100", CS_ADDRESS_RATE_LIMIT="1000000",
-                      CS_WORKER_PROCESSES="1", CS_WORKER_THREADS=str(a.worker_threads), CS_LOG_LEVEL="WARNING")
-    daemon.wait_until(lambda: requests.get(daemon.url("/api/health"), timeout=2).status_code == 200, 60, 0.2)
-    return daemon
+    return bench.serve(db, CS_WEB_PROCESSES=str(a.web_processes), CS_STREAM_SLOTS=str(a.stream_slots),
+                       CS_STREAM_HEARTBEAT_SECONDS=str(a.heartbeat),
+                       # one tenant, one client address: the fairness caps would measure themselves
+                       CS_STREAM_TENANT_SHARE="100", CS_ADDRESS_RATE_LIMIT="1000000",
+                       CS_WORKER_PROCESSES="1", CS_WORKER_THREADS=str(a.worker_threads), CS_LOG_LEVEL="WARNING")
 
 
 def api_processes(daemon: h.Server) -> list[int]:
@@ -86,16 +53,8 @@ def api_processes(daemon: h.Server) -> list[int]:
 
 def api_footprint(daemon: h.Server) -> tuple[float, int]:
     """(RSS MiB, threads) summed over the gunicorn worker processes."""
-    rss, threads = 0, 0
-    for pid in api_processes(daemon):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        rss += int(fields["VmRSS"].split()[0])
-        threads += int(fields["Threads"])
-    return rss / 1024, threads
+    status = [s for pid in api_processes(daemon) if (s := h.proc_status(pid))]
+    return sum(int(s["VmRSS"].split()[0]) for s in status) / 1024, sum(int(s["Threads"]) for s in status)
 
 
 def families(env) -> dict[str, list[int]]:
@@ -106,9 +65,9 @@ def families(env) -> dict[str, list[int]]:
 
 
 def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[dict[str, str], str]:
-    """The users, a stream token each (the first through POST /api/in-app/tokens, the rest
-    minted here with the daemon's secret, the same way), and a playbook."""
-    from cs_daemon.channels import in_app_tokens   # the bench's own imports stay light until here
+    """The users, a stream token each (the first through the API, the rest minted here the same
+    way), and a playbook."""
+    from cs_daemon.channels import in_app_tokens
 
     for i in range(0, len(users), 100):
         api.call("POST", "/api/track", {"events": [{"user_id": u, "event": "$identify"} for u in users[i:i + 100]]})
@@ -120,7 +79,6 @@ def seed(api: h.Api, users: list[str], bench: h.Bench, tenant_id: str) -> tuple[
 
 
 # --- the streams ----------------------------------------------------------------------
-
 
 @dataclass
 class Stream:
@@ -139,10 +97,7 @@ class Stream:
 
 class Streams:
     def __init__(self, port: int, retries: int):
-        self.port = port
-        self.retries = retries
-        self.all: list[Stream] = []
-        self.by_user: dict[str, Stream] = {}
+        self.port, self.retries, self.all = port, retries, []
         self.waiting: dict[str, asyncio.Future] = {}
         self.gate = asyncio.Semaphore(CONNECTS_IN_FLIGHT)
 
@@ -168,8 +123,7 @@ class Streams:
             stream.status = int(head.split(" ", 2)[1])
             if stream.status != 200:
                 stream.refusals += 1
-                retry = [line.split(":", 1)[1] for line in head.split("\r\n")
-                         if line.lower().startswith("retry-after:")]
+                retry = [line.split(":", 1)[1] for line in head.split("\r\n") if line.lower().startswith("retry-after:")]
                 writer.close()
                 stream.ended = f"HTTP {stream.status}"
                 return float(retry[0]) if retry else 5.0
@@ -201,15 +155,12 @@ class Streams:
     def start(self, streams: list[Stream]) -> None:
         for s in streams:
             self.all.append(s)
-            self.by_user[s.user] = s
             s.task = asyncio.ensure_future(self.run(s))
 
     async def settled(self, streams: list[Stream], timeout: float) -> None:
         """Wait until each stream is open, or has given up."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(s.open or s.task.done() for s in streams):
-                return
+        while time.monotonic() < deadline and not all(s.open or s.task.done() for s in streams):
             await asyncio.sleep(0.1)
 
     def close_all(self) -> None:
@@ -221,7 +172,6 @@ class Streams:
 
 
 # --- the measurements -----------------------------------------------------------------
-
 
 async def hold_level(env, streams: Streams, tokens: dict[str, str], level: int, hold: float) -> dict:
     new = [Stream(u, tokens[u]) for u in list(tokens)[len(streams.all):level]]
@@ -289,11 +239,8 @@ async def measure_latency(env, api: h.Api, streams: Streams, pid: str, samples: 
 
 
 def queued_jobs(env) -> int:
-    client = redis.Redis.from_url(h.REDIS)
-    try:
+    with contextlib.closing(redis.Redis.from_url(h.REDIS)) as client:
         return int(client.hlen(f"{env.prefix}:dramatiq:default.msgs"))
-    finally:
-        client.close()
 
 
 def settled_statuses(env, planned: list[str], timeout: float = 60.0) -> list[str]:
@@ -309,8 +256,7 @@ def settled_statuses(env, planned: list[str], timeout: float = 60.0) -> list[str
 
 
 def stages(env, planned: list[str]) -> dict[str, list[float]]:
-    """Where the time went, from the rows' own timestamps (one clock: this machine's):
-    approved -> message queued by the worker's delivery job -> written to the stream."""
+    """From the rows' timestamps: approved -> queued by the delivery job -> written to the stream."""
     with psycopg.connect(h.conninfo(env.db)) as conn:
         rows = conn.execute(
             "SELECT extract(epoch FROM m.created_at - i.approved_at) * 1000, "
@@ -342,9 +288,8 @@ async def measure(env, api: h.Api, tokens: dict[str, str], pid: str) -> tuple[li
                 else:
                     h.say(f"  latency: {a.samples} approvals at {a.rate}/s ...")
                     # a fresh client: connections idle since the seeding may have been closed by the server
-                    fresh = h.Api(api.url, "")
-                    fresh.headers = api.headers
-                    latency[level] = await measure_latency(env, fresh, streams, pid, a.samples, a.rate)
+                    latency[level] = await measure_latency(env, h.Api(api.url, api.key), streams, pid, a.samples,
+                                                           a.rate)
             if result["held"] < level:
                 break                  # the bounded search ends at the first level not held
     finally:
@@ -399,7 +344,6 @@ def run(bench: h.Bench, args) -> int:
     if hard < max(args.levels) + 1000:
         raise h.BenchError(f"the file limit ({hard}) is too low for {max(args.levels)} streams")
     db = bench.database()
-    h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
     tenant = bench.tenant(db, "scale")
     env = SimpleNamespace(db=db, prefix=bench.prefix, args=args, daemon=start_daemon(bench, db, args))
     api = h.Api(env.daemon.url(), tenant.key)
@@ -411,13 +355,9 @@ def run(bench: h.Bench, args) -> int:
 
 def check(args) -> str | None:
     try:
-        args.levels = sorted({int(x) for x in args.levels.split(",")})
+        args.levels, args.latency_at = (sorted({int(x) for x in v.split(",")}) for v in (args.levels, args.latency_at))
     except ValueError:
-        return "--levels takes stream counts separated by commas"
-    try:
-        args.latency_at = sorted({int(x) for x in args.latency_at.split(",")})
-    except ValueError:
-        return "--latency-at takes stream counts separated by commas"
+        return "--levels and --latency-at take stream counts separated by commas"
     if not set(args.latency_at) <= set(args.levels) or args.samples > min(args.latency_at):
         return "--latency-at must name levels of --levels, and --samples be at most the smallest"
 

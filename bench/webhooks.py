@@ -1,38 +1,25 @@
-"""Webhook throughput: signed deliveries/s through the jobs against a plain signing script.
+"""Webhook throughput: signed deliveries/s through `cs worker` against a plain signing script.
 
-    .venv/bin/python bench/webhooks.py                      # 5,000 deliveries, 1 process x 8 threads
-    .venv/bin/python bench/webhooks.py --deliveries 1000    # a quick run
-    .venv/bin/python bench/webhooks.py --py-spy /tmp/w.txt  # + a py-spy profile of the worker
-
-On a fresh database (bench/harness.py) with a tenant on the "growth" plan and one webhook
-endpoint (all event types) on a loopback receiver (bench/webhook_receiver.py: one asyncio
-process answering 200 at once, counting POSTs and distinct webhook-ids), it starts
-`cs worker --processes P --threads T` (production mode, ALLOW_PRIVATE_WEBHOOK_URLS=1),
-delivers a warm-up batch once it beats, then measures in --rounds interleaved rounds, each
-on its share of the N deliveries:
-  baseline (bench/webhooks_baseline.py, a process of its own): P x T threads, one shared
-    requests.Session, HMAC-SHA256 signing (both signature headers) and POSTing of the very
-    bodies the deliveries carry;
-  service: that many outbox events recorded in one transaction (one delivery each, fanned
-    out in that transaction, enqueued on Redis at commit); the clock runs from the commit
-    until the database counts them all delivered (polled every 50 ms).
-It prints both rates, the ratio (service / baseline; goal >= 0.5; --strict: exit 1 when
-missed), what the receiver got (duplicates), the attempts' latency, the sweeps during the
-measurement, PostgreSQL sessions opened and CPU seconds by process family (from /proc).
-
---py-spy FILE attaches py-spy to the worker for the service rounds (raw collapsed stacks;
---gil to keep only the samples of the thread holding the GIL). bench/profile_delivery.py
-breaks one attempt down in process."""
+`webhooks.py receiver` is the loopback receiver (asyncio, 200 at once, counts POSTs and
+webhook-ids); `webhooks.py baseline SPEC.json` signs and POSTs the same bodies with N
+threads sharing one requests.Session."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import psycopg
@@ -52,8 +39,6 @@ OPTIONS = """
 --processes 1       >=1 worker processes
 --threads 8         >=1 threads per worker process
 --warmup 200        >=0 warm-up deliveries
---py-spy FILE       write a py-spy raw profile of the worker here
---gil               with --py-spy: sample only threads holding the GIL
 --strict            exit 1 when the ratio misses the goal
 """
 
@@ -65,14 +50,10 @@ def payload(i: int) -> dict:
 
 
 def setup(bench: h.Bench) -> SimpleNamespace:
-    """The database, the receiver, a "growth" tenant with its endpoint, a runtime whose
-    commits enqueue on Redis (shared with bench/profile_delivery.py)."""
     from cs_daemon.webhooks import service as webhooks
 
     db = bench.database()
-    h.say(f"setting up: database {db}, Redis prefix {bench.prefix}")
-    receiver = bench.start(h.Server("receiver", [sys.executable, str(h.BENCH / "webhook_receiver.py")],
-                                    h.service_env(), bench.tmp))
+    receiver = bench.start(h.Server("receiver", [sys.executable, __file__, "receiver"], h.service_env(), bench.tmp))
     url = "http://" + receiver.wait_until(lambda: re.search(r"listening on (\S+)", receiver.tree.root.stdout()),
                                           10).group(1)
     tenant = bench.tenant(db, "growth", rt=bench.runtime(db, allow_private_webhook_urls=True))
@@ -94,7 +75,7 @@ def run_baseline(bench: h.Bench, env, bodies: list[str], threads: int, warmup: i
     path = bench.tmp / "baseline.json"
     path.write_text(json.dumps(spec))
     before = receiver_stats(env)
-    done = subprocess.run([sys.executable, str(h.BENCH / "webhooks_baseline.py"), str(path)], cwd=bench.tmp,
+    done = subprocess.run([sys.executable, __file__, "baseline", str(path)], cwd=bench.tmp,
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise h.BenchError(f"baseline failed:\n{done.stderr[-2000:]}")
@@ -108,8 +89,7 @@ def run_baseline(bench: h.Bench, env, bodies: list[str], threads: int, warmup: i
 
 
 def record_events(env, events: list[tuple[str, dict]]) -> tuple[float, float]:
-    """Record the events in one transaction; returns (commit started, enqueue done) on the
-    perf_counter clock. The deliveries are enqueued by the commit callbacks."""
+    """The events in one transaction (the deliveries enqueued at commit): (commit started, done)."""
     from cs_daemon.outbox import service as outbox
 
     with env.rt.session(env.tenant_id) as s:
@@ -132,22 +112,15 @@ def wait_delivered(env, conn: psycopg.Connection, total: int, timeout: float) ->
 
 
 def run_service(env, first: int, n: int) -> dict:
-    """Deliver events first..first+n-1 (their bodies are the baseline's) and time it."""
     with psycopg.connect(h.conninfo(env.db), autocommit=True) as conn:
         already = conn.execute(DELIVERED).fetchone()[0]
         stats_before, sweeps_before = receiver_stats(env), len(SWEPT.findall(env.worker.log()))
-        sessions = "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-        sessions_before = conn.execute(sessions).fetchone()[0]
         meter = h.CpuMeter(lambda: families(env))
         t0, t_enq = record_events(env, [(EVENT, payload(i)) for i in range(first, first + n)])
         t1 = wait_delivered(env, conn, already + n, max(120.0, n / 20))
         cpu = meter.stop()
-        time.sleep(1.1)  # backends publish their statistics at most once a second
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-        sessions = conn.execute(sessions).fetchone()[0] - sessions_before
     stats_after = receiver_stats(env)
-    return {"n": n, "seconds": t1 - t0, "enqueue_seconds": t_enq - t0, "cpu": cpu, "pg_sessions": sessions,
+    return {"n": n, "seconds": t1 - t0, "enqueue_seconds": t_enq - t0, "cpu": cpu,
             "posts": stats_after["posts"] - stats_before["posts"], "ids": stats_after["ids"] - stats_before["ids"],
             "sweeps": [int(x) for x in SWEPT.findall(env.worker.log())[sweeps_before:]]}
 
@@ -186,8 +159,6 @@ def run(bench: h.Bench, args) -> int:
         with psycopg.connect(h.conninfo(env.db), autocommit=True) as conn:
             record_events(env, [(EVENT, payload(-1 - i)) for i in range(args.warmup)])
             wait_delivered(env, conn, args.warmup, 120)
-    gil = ["--gil"] * args.gil
-    spy = args.py_spy and h.py_spy(bench, env.worker.pid, args.py_spy, 200, "--subprocesses", "--nonblocking", *gil)
     runs: dict[str, list[dict]] = {"baseline": [], "service": []}
     bounds = [n * r // args.rounds for r in range(args.rounds + 1)]
     for r, side in h.interleave(args.rounds, list(runs)):
@@ -195,8 +166,6 @@ def run(bench: h.Bench, args) -> int:
         h.say(f"round {r + 1}/{args.rounds}: {side} ({hi - lo} deliveries, {threads} threads) ...")
         runs[side].append(run_baseline(bench, env, bodies[lo:hi], threads, min(args.warmup, 100))
                           if side == "baseline" else run_service(env, lo, hi - lo))
-    if spy:
-        h.stop_spy(spy)
     attempts = attempt_summary(env)
     if not set(bodies) <= attempts["bodies"]:
         raise h.BenchError("the baseline's bodies differ from the deliveries' bodies")
@@ -224,15 +193,9 @@ def run(bench: h.Bench, args) -> int:
     print(f"  attempt latency as recorded (resolve + connect + POST + answer): avg {attempts['avg']:.2f} ms, "
           f"p50 {attempts['p50']:.2f} ms")
     print(f"  sweeps during the measurement re-enqueued: {[x for r in svc for x in r['sweeps']] or 'nothing'}")
-    print(f"  PostgreSQL sessions opened during the service rounds: {sum(x['pg_sessions'] for x in svc)} "
-          f"(the worker's pool keeps 5, overflow above that is closed on return)")
     busy = ", ".join(f"{k}{' (shared)' if k == 'redis' else ''} {v:.1f} s ({v / n * 1000:.2f} ms a delivery)"
                      for k, v in cpu.items())
     print(f"  CPU during the service rounds ({seconds:.1f} s wall x {h.CPUS} CPUs): {busy}")
-    print("  (postgres: its backends at the start or the end of a round; those that lived only"
-          " within it, e.g. the pool's overflow, are not counted)")
-    if args.py_spy:
-        print(f"  py-spy profile of the worker (all rounds; idle samples excluded): {args.py_spy}")
     return 1 if args.strict and ratio < GOAL else 0
 
 
@@ -241,5 +204,101 @@ def check(args) -> str | None:
         return "1 <= --rounds <= deliveries / 50"
 
 
+# --- the baseline: sign (both signature headers) and POST prepared bodies, N threads sharing a Session
+
+def sign(secret: bytes, body: bytes, delivery_id: str, event_id: str) -> dict[str, str]:
+    now = datetime.now(timezone.utc)
+    ts = int(now.timestamp())
+    mac = hmac.new(secret, f"{delivery_id}.{ts}.".encode() + body, hashlib.sha256).digest()
+    return {"Content-Type": "application/json", "User-Agent": "Service-Webhook/1.0",
+            "X-Service-Signature": hmac.new(secret, body, hashlib.sha256).hexdigest(),
+            "X-Service-Timestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "webhook-id": delivery_id,
+            "webhook-timestamp": str(ts), "webhook-signature": "v1," + base64.b64encode(mac).decode(),
+            "X-Service-Event-Id": event_id}
+
+
+def post_all(session: requests.Session, url: str, secret: bytes, items: list, threads: int) -> tuple[float, int]:
+    lock, it, errors = threading.Lock(), iter(items), [0]
+
+    def work() -> None:
+        while True:
+            with lock:
+                item = next(it, None)
+            if item is None:
+                return
+            try:
+                resp = session.post(url, data=item[2], headers=sign(secret, item[2], *item[:2]), timeout=10)
+                ok = 200 <= resp.status_code < 300 and resp.content is not None
+            except requests.RequestException:
+                ok = False
+            if not ok:
+                with lock:
+                    errors[0] += 1
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return time.perf_counter() - start, errors[0]
+
+
+def baseline_main(path: str) -> int:
+    spec = json.loads(open(path).read())
+    secret, items = spec["secret"].encode(), [(i["id"], i["event_id"], i["body"].encode()) for i in spec["items"]]
+    session = requests.Session()
+    session.mount("http://", requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=max(10, spec["threads"])))
+    post_all(session, spec["url"], secret, [(str(uuid.uuid4()), e, b) for _, e, b in items[:spec["warmup"]]],
+             spec["threads"])
+    seconds, errors = post_all(session, spec["url"], secret, items, spec["threads"])
+    print(json.dumps({"n": len(items), "seconds": seconds, "rate": len(items) / seconds, "errors": errors}))
+    return 0
+
+
+# --- the receiver: HTTP/1.1 keep-alive, every POST read whole and answered 200 at once; GET /stats
+
+OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
+
+
+class Receiver(asyncio.Protocol):
+    posts, ids = 0, set()
+
+    def connection_made(self, transport):
+        self.transport, self.buf = transport, b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while (end := self.buf.find(b"\r\n\r\n")) >= 0:
+            lines = self.buf[:end].split(b"\r\n")
+            head = {k.strip().lower(): v.strip() for k, _, v in (x.partition(b":") for x in lines[1:])}
+            length = int(head.get(b"content-length") or 0)
+            if len(self.buf) < end + 4 + length:
+                return
+            self.buf = self.buf[end + 4 + length:]
+            if lines[0].startswith(b"POST"):
+                Receiver.posts += 1
+                Receiver.ids.add(head.get(b"webhook-id"))
+                self.transport.write(OK)
+            else:
+                body = json.dumps({"posts": Receiver.posts, "ids": len(Receiver.ids - {None})}).encode()
+                self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+async def receiver_main() -> None:
+    loop, stop = asyncio.get_running_loop(), asyncio.Event()
+    server = await loop.create_server(Receiver, h.HOST, 0, backlog=1024, reuse_address=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"listening on {h.HOST}:{server.sockets[0].getsockname()[1]}", flush=True)
+    async with server:
+        await stop.wait()
+
 if __name__ == "__main__":
-    sys.exit(h.main("webhooks", __doc__, OPTIONS, run, check))
+    if sys.argv[1:2] == ["receiver"]:
+        asyncio.run(receiver_main())
+    elif sys.argv[1:2] == ["baseline"]:
+        sys.exit(baseline_main(sys.argv[2]))
+    else:
+        sys.exit(h.main("webhooks", __doc__, OPTIONS, run, check))
