@@ -1,7 +1,8 @@
 """Engine, sessions and the tenant scope.
 
 One transaction per request, command or job message: `session_scope()` commits on
-success and rolls back on error, and runs the callbacks registered with `on_commit`
+success and rolls back on error, and runs the callbacks registered with `on_commit` and
+the after-commit handlers of the domain events published in it (cs_daemon/domain_events.py)
 only after the commit (so an enqueued job never sees uncommitted rows); one that fails is
 logged, never raised, as the commit stands (`_after_commit`). `locked` reads a row to
 change it, held from concurrent writers until commit, on both databases.
@@ -243,6 +244,9 @@ def _after_commit(fn: Callable, args: tuple) -> None:
 
 
 def _short(args: tuple, width: int = 300) -> str:
+    # the settings an after-commit handler is given say nothing of what waits (and hold
+    # the database URL): left out
+    args = tuple(a for a in args if not isinstance(a, Settings))
     text = repr(args) if len(args) != 1 else f"({args[0]!r})"
     return text if len(text) <= width else text[:width - 1] + "…)"
 
@@ -297,12 +301,7 @@ def on_commit(session: Session, fn: Callable, *args) -> None:
 def on_commit_each(session: Session, fn: Callable[[list], None], item) -> None:
     """Collect `item` for `fn`: once the transaction has committed, `fn(items)` runs once
     with every item collected in it (so work made row by row is sent in batches)."""
-    collected = uow_of(session).after_commit_items
-    items = collected.get(fn)
-    if items is None:
-        items = collected[fn] = []
-        on_commit(session, fn, items)
-    items.append(item)
+    uow_of(session).collect(fn, item)
 
 
 @event.listens_for(Session, "after_rollback")
