@@ -22,9 +22,9 @@ from cs_daemon.tenants import service as tenants
 from cs_daemon.webhooks.schemas import DeliveryPublic
 
 from . import tenant_option
-from .commands_webhooks import _excerpt, _last_result, _short_time, _when, parse_since
+from .commands_webhooks import _excerpt, _last_result, _short_time, _when, since_option
 from .context import runtime
-from .output import out, print_json, table
+from .output import listed, out, print_json, table
 
 app = typer.Typer(help="External actions: the dispatch log, attempts and outcomes.", no_args_is_help=True)
 
@@ -55,28 +55,23 @@ def list_(
     status: Status = typer.Option(None, "--status", help="Only actions in this status."),
     provider: str = typer.Option(None, "--provider", help="Only actions of this provider."),
     user_id: str = typer.Option(None, "--user-id", help="Only actions for this user."),
-    since: timedelta = typer.Option(None, "--since", parser=parse_since, metavar="DURATION",
-                                    help="Only actions created in this window: 30m, 1h, 24h, 7d."),
+    since: timedelta = since_option("Only actions created in this window: 30m, 1h, 24h, 7d."),
     limit: int = typer.Option(50, "--limit", min=1, max=100, help="At most this many, newest first."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """A tenant's external actions, newest first."""
-    rt = runtime()
-    now = rt.now()
-    with rt.session(tenant) as s:
-        tenants.get(s, tenant, now=now)
+    with tenant_option.session(tenant) as (s, now):
         rows = external.list_actions(s, status=status.value if status else None, provider=provider,
                                      user_id=user_id, since=now - since if since else None, limit=limit)
-        listed = [ActionPublic.model_validate(a) for a in rows]
-    if json_:
-        print_json({"actions": [a.model_dump(mode="json") for a in listed]})
-    elif not listed:
-        out.print("[dim]no external actions match[/dim]")
-    else:
-        table("External actions (newest first, times in UTC)",
-              ["id", "action type", "provider", "user", "status", "attempts", "outcome", "created"],
-              [[a.id, a.action_type, escape(a.provider or ""), escape(a.user_id), _status(a.status), a.attempts,
-                a.outcome_status or "—", _short_time(a.created_at)] for a in listed])
+        actions = [ActionPublic.model_validate(a) for a in rows]
+    listed(json_, "actions", actions, "no external actions match", _log_table)
+
+
+def _log_table(actions: list[ActionPublic]) -> None:
+    table("External actions (newest first, times in UTC)",
+          ["id", "action type", "provider", "user", "status", "attempts", "outcome", "created"],
+          [[a.id, a.action_type, escape(a.provider or ""), escape(a.user_id), _status(a.status), a.attempts,
+            a.outcome_status or "—", _short_time(a.created_at)] for a in actions])
 
 
 # -- one action ------------------------------------------------------------------------------

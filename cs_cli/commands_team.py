@@ -19,13 +19,11 @@ def list_(
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """Members and pending invitations."""
-    rt = runtime()
-    with rt.session(tenant) as s:
-        tenants.get(s, tenant, now=rt.now())
+    with tenant_option.session(tenant) as (s, now):
         members = [{"id": m.id, "email": m.email, "name": m.name, "role": m.role, "created_at": m.created_at}
                    for m in service.members(s)]
         invitations = [{"id": i.id, "email": i.email, "role": i.role, "expires_at": i.expires_at}
-                       for i in service.pending(s, rt.now())]
+                       for i in service.pending(s, now)]
     if json_:
         print_json({"members": members, "invitations": invitations})
         return

@@ -6,7 +6,7 @@ from cs_daemon import plans
 from cs_daemon.tenants import service as tenants
 
 from . import tenant_option
-from .commands_flags import OnOff
+from .commands_flags import OnOff, switch
 from .context import runtime
 from .output import out, print_json, success, table
 
@@ -68,10 +68,4 @@ def set_partner(
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """Make a tenant a partner (on) or not (off); its partner keys follow at once."""
-    rt = runtime()
-    with rt.session(tenant_id) as s:
-        t = tenants.set_partner(s, tenant_id, state is OnOff.on, now=rt.now())
-    if json_:
-        print_json({"tenant_id": t.id, "partner": t.partner})
-    else:
-        success(f"partner {state.value} for {t.name}")
+    switch(tenant_id, state, json_, tenants.set_partner, "partner", lambda t: ({"partner": t.partner}, ""))

@@ -30,7 +30,7 @@ from cs_daemon.webhooks.schemas import DeliveryPublic, EndpointPublic
 
 from . import tenant_option
 from .context import runtime
-from .output import Failure, out, print_json, success, table
+from .output import Failure, listed, out, print_json, success, table
 
 app = typer.Typer(help="Outbound webhook deliveries: the log, attempts and replay.", no_args_is_help=True)
 
@@ -59,6 +59,10 @@ def parse_since(value: str) -> timedelta:
     return window
 
 
+def since_option(help: str) -> typer.models.OptionInfo:
+    return typer.Option(None, "--since", parser=parse_since, metavar="DURATION", help=help)
+
+
 # -- endpoints -------------------------------------------------------------------------------
 
 @app.command("endpoints")
@@ -85,27 +89,19 @@ def deliveries(
     tenant: str = tenant_option.option(),
     endpoint: str = typer.Option(None, "--endpoint", help="Only this endpoint's deliveries."),
     status: Status = typer.Option(None, "--status", help="Only deliveries in this status."),
-    since: timedelta = typer.Option(None, "--since", parser=parse_since, metavar="DURATION",
-                                    help="Only deliveries created in this window: 30m, 1h, 24h, 7d."),
+    since: timedelta = since_option("Only deliveries created in this window: 30m, 1h, 24h, 7d."),
     limit: int = typer.Option(50, "--limit", min=1, max=1000, help="At most this many, newest first."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """A tenant's delivery log, newest first."""
-    rt = runtime()
-    now = rt.now()
-    with rt.session(tenant) as s:
-        tenants.get(s, tenant, now=now)
+    with tenant_option.session(tenant) as (s, now):
         if endpoint:
             webhooks.get(s, endpoint)
         rows = webhooks.delivery_log(s, tenant, endpoint_id=endpoint, status=status.value if status else None,
                                      since=now - since if since else None, limit=limit)
         logged = _public(s, rows)
-    if json_:
-        print_json({"deliveries": [d.model_dump(mode="json") for d in logged]})
-    elif not logged:
-        out.print("[dim]no deliveries match[/dim]")
-    else:
-        _log_table("Deliveries (newest first, times in UTC)", logged)
+    listed(json_, "deliveries", logged, "no deliveries match",
+           lambda found: _log_table("Deliveries (newest first, times in UTC)", found))
 
 
 def _public(session: Session, rows: list[Delivery]) -> list[DeliveryPublic]:
@@ -198,8 +194,7 @@ def replay(
     delivery_id: str = typer.Argument(None, metavar="DELIVERY_ID", help="The delivery to send again."),
     failed: bool = typer.Option(False, "--failed", help="Replay every failed delivery of --tenant in --since."),
     tenant: str = tenant_option.option(required=False, help="Tenant id or slug, with --failed (default: CS_TENANT)."),
-    since: timedelta = typer.Option(None, "--since", parser=parse_since, metavar="DURATION",
-                                    help="With --failed: deliveries created in this window (default 24h)."),
+    since: timedelta = since_option("With --failed: deliveries created in this window (default 24h)."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
     """Make one new attempt now, of one delivery or of every failed one of a tenant."""

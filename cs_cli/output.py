@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from rich.console import Console
 from rich.markup import escape
@@ -47,6 +47,17 @@ def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> 
     for row in rows:
         t.add_row(*("" if v is None else (v.isoformat(timespec="seconds") if isinstance(v, datetime) else str(v)) for v in row))
     out.print(t)
+
+
+def listed(json_: bool, key: str, items: list, none: str, show: Callable[[list], None]) -> None:
+    """A list command's answer: `{key: [...]}` with --json, else `none` (dimmed) when nothing
+    matches, else `show(items)`."""
+    if json_:
+        print_json({key: [i.model_dump(mode="json") for i in items]})
+    elif not items:
+        out.print(f"[dim]{none}[/dim]")
+    else:
+        show(items)
 
 
 def success(message: str) -> None:

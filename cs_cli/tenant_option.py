@@ -5,7 +5,12 @@ the command runs. An unknown tenant is the same one line and exit code everywher
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Iterator
+
 import typer
+from sqlalchemy.orm import Session
 from typer._click.globals import get_current_context   # typer's own click: its context stack
 
 from cs_daemon import jsontext
@@ -40,6 +45,17 @@ def option(*, required: bool = True, help: str = "Tenant id or slug (default: CS
 
 def argument(help: str = "Tenant id or slug.") -> typer.models.ArgumentInfo:
     return typer.Argument(..., callback=resolve, help=help)
+
+
+@contextmanager
+def session(tenant: str) -> Iterator[tuple[Session, datetime]]:
+    """A session of the (resolved) tenant, its record read first (an expired shadow mode is
+    switched off on the way, as everywhere it is read), and the time the command runs at."""
+    rt = runtime()
+    now = rt.now()
+    with rt.session(tenant) as s:
+        tenants.get(s, tenant, now=now)
+        yield s, now
 
 
 def given_on_command_line(name: str = "tenant") -> bool:

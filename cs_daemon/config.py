@@ -14,11 +14,23 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from . import config_values as values
 from .billing.prices import parse_prices
+
+
+# the optional settings checked only when set, each by its check in config_values
+CHECKED_WHEN_SET = {
+    "database_url": values.database_url,
+    "redis_url": values.redis_url,
+    "smtp_url": values.smtp_url,
+    "openai_base_url": values.http_url,
+    "stripe_api_base": values.http_url,
+    "stripe_secret_key": lambda value: values.prefixed(value, ("sk_", "rk_"), "a Stripe secret or restricted key"),
+    "stripe_webhook_secret": lambda value: values.prefixed(value, ("whsec_",), "a Stripe webhook signing secret"),
+}
 
 
 class SettingsError(Exception):
@@ -69,20 +81,10 @@ class Settings(BaseSettings):
         """`NAME=` in the environment or `.env` means the setting is not set."""
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("database_url")
+    @field_validator(*CHECKED_WHEN_SET)
     @classmethod
-    def _database_url(cls, value: str | None) -> str | None:
-        return value and values.database_url(value)
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_url(cls, value: str | None) -> str | None:
-        return value and values.redis_url(value)
-
-    @field_validator("smtp_url")
-    @classmethod
-    def _smtp_url(cls, value: str | None) -> str | None:
-        return value and values.smtp_url(value)
+    def _checked_when_set(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return value and CHECKED_WHEN_SET[info.field_name](value)
 
     @field_validator("mail_from")
     @classmethod
@@ -106,20 +108,6 @@ class Settings(BaseSettings):
     def _return_url(cls, value: str) -> str:
         return values.http_url(value)
 
-    @field_validator("openai_base_url", "stripe_api_base")
-    @classmethod
-    def _service_url(cls, value: str | None) -> str | None:
-        return value and values.http_url(value)
-
-    @field_validator("stripe_secret_key")
-    @classmethod
-    def _stripe_secret_key(cls, value: str | None) -> str | None:
-        return value and values.prefixed(value, ("sk_", "rk_"), "a Stripe secret or restricted key")
-
-    @field_validator("stripe_webhook_secret")
-    @classmethod
-    def _stripe_webhook_secret(cls, value: str | None) -> str | None:
-        return value and values.prefixed(value, ("whsec_",), "a Stripe webhook signing secret")
 
     @field_validator("cs_trusted_proxies", mode="before")
     @classmethod

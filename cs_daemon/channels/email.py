@@ -95,18 +95,25 @@ def html_body(message: str, unsubscribe_url: str) -> str:
 
 def compose(*, mail_from: str, to: str, subject: str, message: str, unsubscribe_url: str,
             intervention_id: str | None) -> EmailMessage:
-    msg = EmailMessage()
-    msg["From"] = mail_from
-    msg["To"] = to
-    msg["Subject"] = " ".join(subject.split())[:200] or DEFAULT_SUBJECT
-    msg["Date"] = formatdate(localtime=False, usegmt=True)
-    msg["Message-ID"] = make_msgid(domain=_domain(mail_from))
+    msg = addressed(mail_from, to, subject, default_subject=DEFAULT_SUBJECT)
     msg["List-Unsubscribe"] = f"<{unsubscribe_url}>"
     msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     if intervention_id:
         msg["X-Service-Intervention-Id"] = intervention_id
     msg.set_content(text_body(message, unsubscribe_url))
     msg.add_alternative(html_body(message, unsubscribe_url), subtype="html")
+    return msg
+
+
+def addressed(mail_from: str, to: str, subject: str, *, default_subject: str = "") -> EmailMessage:
+    """A new message with its From, To, Subject (one line of at most 200 characters, else
+    `default_subject`), Date and a Message-ID on the sender's domain: what every mail starts with."""
+    msg = EmailMessage()
+    msg["From"] = mail_from
+    msg["To"] = to
+    msg["Subject"] = " ".join(subject.split())[:200] or default_subject
+    msg["Date"] = formatdate(localtime=False, usegmt=True)
+    msg["Message-ID"] = make_msgid(domain=_domain(mail_from))
     return msg
 
 

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 READERS = 8                    # threads running the streams' database reads (short transactions)
 WRITE_BUFFER = 64 * 1024       # bytes queued for a slow client before its stream waits for it
+FLUSH_SECONDS = 1.0            # at a stop: how long an ended stream's last bytes may take to leave
+POLL_SECONDS = 0.01
 
 
 class StreamLoop:
@@ -39,6 +41,7 @@ class StreamLoop:
         self.loop = asyncio.new_event_loop()
         self.readers = ThreadPoolExecutor(READERS, thread_name_prefix="in-app reads")
         self.streams: set[LoopStream] = set()
+        self.connected: set[LoopStream] = set()     # their connections, until closed (its bytes written)
         self.thread = threading.Thread(target=self._run, name="in-app streams", daemon=True)
         self.thread.start()
 
@@ -60,6 +63,33 @@ class StreamLoop:
     def open(self) -> int:
         return len(self.streams)
 
+    def finish(self, timeout: float) -> bool:
+        """Wait (from another thread) until every stream held here has ended, for `timeout`
+        seconds at the most; one still held then (a read under way, a slow client) is ended
+        at once. Then wait, FLUSH_SECONDS at the most, until their connections have been
+        written out and closed. True when each ended by itself and was closed."""
+        done = asyncio.run_coroutine_threadsafe(self._finish(timeout), self.loop)
+        try:
+            return done.result(timeout + FLUSH_SECONDS + 1)
+        except Exception:           # the loop is stuck: the process exits all the same
+            log.warning("in-app streams not ended in %.0f s", timeout + FLUSH_SECONDS)
+            return False
+
+    async def _finish(self, timeout: float) -> bool:
+        deadline = self.loop.time() + timeout
+        while self.streams and self.loop.time() < deadline:
+            await asyncio.sleep(POLL_SECONDS)
+        cut = list(self.streams)
+        for stream in cut:
+            stream._end()
+        deadline = self.loop.time() + FLUSH_SECONDS
+        while self.connected and self.loop.time() < deadline:
+            await asyncio.sleep(POLL_SECONDS)
+        if cut or self.connected:
+            log.warning("in-app streams at the stop: %d ended before their next read, %d not closed",
+                        len(cut), len(self.connected))
+        return not cut and not self.connected
+
 
 _home: StreamLoop | None = None
 _home_lock = threading.Lock()
@@ -72,6 +102,20 @@ def home() -> StreamLoop:
         if _home is None:
             _home = StreamLoop()
         return _home
+
+
+def finish(timeout: float) -> bool:
+    """The end of a process that may hold streams (an API worker stopping gracefully):
+    end each of them properly, a chunked body with its last, empty chunk, and wait until
+    that is written and the connection closed (StreamLoop.finish), so that the process's
+    exit does not cut a body off mid-way (its client would read a broken response, not
+    an end, before it reconnects). True when there was nothing left to cut."""
+    with _home_lock:
+        held = _home
+    if held is None:
+        return True
+    in_app_stream.end_all()
+    return held.finish(timeout)
 
 
 def _resolve(fut: asyncio.Future, value: bool) -> None:
@@ -96,6 +140,7 @@ class LoopStream(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.home.connected.add(self)
         transport.set_write_buffer_limits(high=WRITE_BUFFER)
 
     def data_received(self, data: bytes) -> None:
@@ -106,6 +151,7 @@ class LoopStream(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc) -> None:
+        self.home.connected.discard(self)
         self._lost()
 
     def pause_writing(self) -> None:
@@ -202,6 +248,8 @@ class LoopStream(asyncio.Protocol):
             read = woken or held
 
     def _end(self) -> None:
+        """The stream's end (again a no-op after the first): the body's end written, the
+        connection closed once its bytes are out, the slot given back."""
         self.home.streams.discard(self)
         self.opened.waiter.notify = None
         if self.transport is not None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 from datetime import datetime
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid, parseaddr
 from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
@@ -42,12 +41,7 @@ def compose(rt, claimed, body: dict, to: str, token: str) -> EmailMessage:
     settings = rt.settings
     link = sign_in_link(settings.cs_public_url, token)
     until = datetime.fromisoformat(body["expires_at"]).strftime("%H:%M UTC")
-    msg = EmailMessage()
-    msg["From"] = settings.mail_from
-    msg["To"] = to
-    msg["Subject"] = " ".join(f"Sign in to the {body['team']} console".split())[:200]
-    msg["Date"] = formatdate(localtime=False, usegmt=True)
-    msg["Message-ID"] = make_msgid(domain=parseaddr(settings.mail_from)[1].rpartition("@")[2] or "localhost")
+    msg = email.addressed(settings.mail_from, to, f"Sign in to the {body['team']} console")
     msg.set_content(f"Sign in to the {body['team']} console: {link}\n\n"
                     f"The link works once, until {until}. If you did not ask for it, ignore this email.\n")
     e = html.escape

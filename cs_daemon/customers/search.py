@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, or_
 from sqlalchemy.orm import Session
 
 from ..engine import conditions
 from ..errors import ValidationFailed
 from .models import Customer
-from .service import Page, _decode, _encode
+from .service import Page, newest_first, page_of
 
 PAGE = 50
 MAX_QUERY = 200
@@ -54,7 +54,7 @@ def find(session: Session, *, now: datetime, q: str | None = None, tree: dict | 
     q = (q or "").strip()
     if len(q) > MAX_QUERY:
         raise ValidationFailed("the search is too long", [{"field": "q", "message": f"at most {MAX_QUERY} characters"}])
-    query = select(Customer).order_by(Customer.created_at.desc(), Customer.id.desc()).limit(limit + 1)
+    query = newest_first(limit)
     if tree:
         query = query.where(conditions.to_sql(tree, now=now, dialect=session.get_bind().dialect.name))
     if q:
@@ -63,11 +63,4 @@ def find(session: Session, *, now: datetime, q: str | None = None, tree: dict | 
                                                     for column in (Customer.name, Customer.email, Customer.company))))
     if test is not None:
         query = query.where(Customer.test.is_(test))
-    if cursor:
-        created_at, user_id = _decode(cursor)
-        query = query.where(or_(Customer.created_at < created_at,
-                                and_(Customer.created_at == created_at, Customer.id < user_id)))
-    rows = list(session.scalars(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows, _encode(rows[-1]) if more and rows else None)
+    return page_of(session, query, limit=limit, cursor=cursor)

@@ -7,12 +7,12 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from .. import jsontext, plans
 from ..engine import scoring
-from ..errors import NotFound, PlanLimit, ValidationFailed
+from ..errors import PlanLimit, ValidationFailed, present
 from ..outbox import service as outbox
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
@@ -26,10 +26,7 @@ ACTIVE_DAYS = 30
 
 
 def get(session: Session, user_id: str) -> Customer:
-    customer = session.get(Customer, (_tenant(session), user_id))
-    if customer is None:
-        raise NotFound("customer not found")
-    return customer
+    return present(session.get(Customer, (_tenant(session), user_id)), "customer")
 
 
 def _tenant(session: Session) -> str:
@@ -73,7 +70,16 @@ class Page:
 
 def list_page(session: Session, *, limit: int, cursor: str | None) -> Page:
     """Newest first, by (created_at, id); the cursor is opaque to clients."""
-    query = select(Customer).order_by(Customer.created_at.desc(), Customer.id.desc()).limit(limit + 1)
+    return page_of(session, newest_first(limit), limit=limit, cursor=cursor)
+
+
+def newest_first(limit: int) -> Select:
+    """Customers newest first, by (created_at, id): one more than a page, to tell whether another follows."""
+    return select(Customer).order_by(Customer.created_at.desc(), Customer.id.desc()).limit(limit + 1)
+
+
+def page_of(session: Session, query: Select, *, limit: int, cursor: str | None) -> Page:
+    """The page of a `newest_first` query (with any filters) that follows `cursor`."""
     if cursor:
         created_at, user_id = _decode(cursor)
         query = query.where(or_(Customer.created_at < created_at,

@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 from .. import crypto, domain_events, metrics
 from ..channels import base as channels
 from ..db import locked, new_id
-from ..errors import InvalidState, NotFound
+from ..errors import InvalidState, NotFound, present
 from ..integrations import http
 from ..tenants.models import Tenant
 from . import states
@@ -327,10 +327,7 @@ def reopen(session: Session, delivery_id: str, now: datetime) -> Delivery:
 
 
 def get(session: Session, delivery_id: str) -> Delivery:
-    delivery = session.get(Delivery, delivery_id)
-    if delivery is None:
-        raise NotFound("delivery not found")
-    return delivery
+    return present(session.get(Delivery, delivery_id), "delivery")
 
 
 def attempts_of(session: Session, delivery_ids: list[str]) -> dict[str, list[DeliveryAttempt]]:

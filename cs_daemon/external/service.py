@@ -20,7 +20,7 @@ from ..db import locked
 from ..delivery import service as delivery
 from ..delivery import states as delivery_states
 from ..delivery.models import Delivery
-from ..errors import Conflict, NotFound, ValidationFailed
+from ..errors import Conflict, NotFound, ValidationFailed, present
 from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..learning import service as learning
@@ -82,10 +82,7 @@ def find_type(session: Session, name: str) -> ActionType | None:
 
 
 def get_type(session: Session, type_id: str) -> ActionType:
-    found = session.get(ActionType, type_id)
-    if found is None:
-        raise NotFound("action type not found")
-    return found
+    return present(session.get(ActionType, type_id), "action type")
 
 
 def list_types(session: Session, *, provider: str | None, domain: str | None, active: bool | None) -> list[ActionType]:
@@ -197,10 +194,7 @@ def on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) 
 
 
 def get_action(session: Session, action_id: str) -> ExternalAction:
-    found = session.get(ExternalAction, action_id)
-    if found is None:
-        raise NotFound("external action not found")
-    return found
+    return present(session.get(ExternalAction, action_id), "external action")
 
 
 def dispatch_of(session: Session, action_id: str) -> Delivery | None:

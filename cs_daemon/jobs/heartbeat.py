@@ -7,14 +7,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
-
-from dramatiq.middleware import Middleware
 
 from .. import ops_state
 from ..cache import Cache
 from ..channels import in_app_stream
+from .repeating import Repeating, WhileWorkerRuns
 
 log = logging.getLogger(__name__)
 KEY = "jobs:heartbeat"
@@ -42,51 +40,33 @@ def _streams_open(rt) -> int:
     return in_app_stream.slots_of(rt).open
 
 
-class ProcessHeartbeat:
+class ProcessHeartbeat(Repeating):
     """An API process's heartbeat thread (a worker's is WorkerHeartbeat's)."""
 
     def __init__(self, rt, kind: str):
+        super().__init__(f"cs-{kind}-heartbeat", INTERVAL)
         self.rt, self.kind, self.started = rt, kind, time.time()
-        self._stop = threading.Event()
 
-    def start(self) -> "ProcessHeartbeat":
-        threading.Thread(target=self._run, name=f"cs-{self.kind}-heartbeat", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                process_beat(self.rt, self.kind, self.started, streams_open=_streams_open(self.rt))
-            except Exception as exc:
-                log.warning("%s heartbeat not written: %s", self.kind, exc)
-            self._stop.wait(INTERVAL)
+    def step(self) -> None:
+        try:
+            process_beat(self.rt, self.kind, self.started, streams_open=_streams_open(self.rt))
+        except Exception as exc:
+            log.warning("%s heartbeat not written: %s", self.kind, exc)
 
 
-class WorkerHeartbeat(Middleware):
+class WorkerHeartbeat(WhileWorkerRuns):
     """Beats every few seconds while a worker runs, from a thread of the worker process."""
 
     def __init__(self, cache: Cache, rt=None):
+        super().__init__("cs-heartbeat", INTERVAL)
         self.cache = cache
         self.rt = rt
         self.started = time.time()
-        self._stop = threading.Event()
 
-    def after_worker_boot(self, broker, worker) -> None:
-        self._stop.clear()
-        threading.Thread(target=self._run, name="cs-heartbeat", daemon=True).start()
-
-    def before_worker_shutdown(self, broker, worker) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                beat(self.cache)
-                if self.rt is not None:
-                    process_beat(self.rt, "worker", self.started)
-            except Exception as exc:
-                log.warning("heartbeat not written: %s", exc)
-            self._stop.wait(INTERVAL)
+    def step(self) -> None:
+        try:
+            beat(self.cache)
+            if self.rt is not None:
+                process_beat(self.rt, "worker", self.started)
+        except Exception as exc:
+            log.warning("heartbeat not written: %s", exc)

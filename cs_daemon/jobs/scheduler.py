@@ -5,14 +5,12 @@ production) enqueues the job; the others see the claim and do nothing."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from dramatiq.middleware import Middleware
-
 from ..cache import Cache
+from .repeating import WhileWorkerRuns
 
 log = logging.getLogger(__name__)
 
@@ -42,23 +40,13 @@ def tick(cache: Cache, tasks: list[Periodic], now: float) -> list[str]:
     return sent
 
 
-class Scheduler(Middleware):
+class Scheduler(WhileWorkerRuns):
     """Runs `tick` every few seconds while a worker runs."""
 
     def __init__(self, cache: Cache, tasks: Callable[[], list[Periodic]], interval: float = 5.0):
+        super().__init__("cs-scheduler", interval)
         self.cache = cache
         self.tasks = tasks
-        self.interval = interval
-        self._stop = threading.Event()
 
-    def after_worker_boot(self, broker, worker) -> None:
-        self._stop.clear()
-        threading.Thread(target=self._run, name="cs-scheduler", daemon=True).start()
-
-    def before_worker_shutdown(self, broker, worker) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            tick(self.cache, self.tasks(), time.time())
-            self._stop.wait(self.interval)
+    def step(self) -> None:
+        tick(self.cache, self.tasks(), time.time())

@@ -20,9 +20,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .. import logs, metrics, ops_state
+from .context import runtime
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,17 @@ def for_each_tenant(rt, sweep: str, tenant_ids: Iterable[str], work: Callable[[s
         log.warning("%s: %d of %d tenants failed", sweep, len(tally.failed), tally.tenants)
     ran(rt, sweep, time.monotonic() - started, tally)
     return tally
+
+
+def sweep_tenants(sweep: str, tenants_of: Callable[[Any, datetime], Iterable[str]],
+                  work: Callable[[Any, str, datetime], int | None]) -> Tally:
+    """A whole sweep, at one `now`: `tenants_of(session, now)` lists the tenants to sweep (in a
+    session of no tenant), then `work(rt, tenant_id, now)` runs for each, as for_each_tenant says."""
+    rt = runtime()
+    now = rt.now()
+    with rt.session() as session:
+        tenant_ids = tenants_of(session, now)
+    return for_each_tenant(rt, sweep, tenant_ids, lambda tenant_id: work(rt, tenant_id, now))
 
 
 def ran(rt, sweep: str, seconds: float, tally: Tally) -> None:

@@ -16,7 +16,7 @@ from .. import plans
 from ..customers.models import Customer
 from ..db import room_for_segments
 from ..engine import conditions
-from ..errors import NotFound, PlanLimit, ValidationFailed
+from ..errors import PlanLimit, ValidationFailed, present
 from ..interventions.models import Intervention
 from ..tenants import service as tenants
 from ..schemas import error_details
@@ -130,10 +130,7 @@ def count_live(session: Session) -> int:
 
 
 def get(session: Session, playbook_id: str) -> Playbook:
-    playbook = session.get(Playbook, playbook_id)
-    if playbook is None:
-        raise NotFound("playbook not found")
-    return playbook
+    return present(session.get(Playbook, playbook_id), "playbook")
 
 
 def find_by_name(session: Session, name: str) -> Playbook | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import html
 from datetime import datetime
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid, parseaddr
 from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
@@ -61,12 +60,7 @@ def compose(rt, claimed, body: dict, to: str, token: str) -> EmailMessage:
     link = accept_link(settings.cs_public_url, token)
     who = body.get("invited_by") or "An administrator"
     expires = datetime.fromisoformat(body["expires_at"]).strftime("%Y-%m-%d %H:%M UTC")
-    msg = EmailMessage()
-    msg["From"] = settings.mail_from
-    msg["To"] = to
-    msg["Subject"] = " ".join(f"You are invited to join {body['team']}".split())[:200]
-    msg["Date"] = formatdate(localtime=False, usegmt=True)
-    msg["Message-ID"] = make_msgid(domain=parseaddr(settings.mail_from)[1].rpartition("@")[2] or "localhost")
+    msg = email.addressed(settings.mail_from, to, f"You are invited to join {body['team']}")
     msg["X-Service-Invitation-Id"] = body["invitation_id"]
     msg.set_content(_text(who, body["team"], body["role"], link, expires))
     msg.add_alternative(_html(who, body["team"], body["role"], link, expires), subtype="html")

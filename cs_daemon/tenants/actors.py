@@ -10,8 +10,7 @@ from sqlalchemy import select, union
 
 from ..external import service as external
 from ..jobs.broker import actor
-from ..jobs.context import runtime
-from ..jobs.sweeps import for_each_tenant
+from ..jobs.sweeps import sweep_tenants
 from . import service
 from .models import Tenant
 
@@ -21,17 +20,17 @@ SWEEP_EVERY_SECONDS = 300
 
 @actor(max_retries=0, time_limit=10 * 60 * 1000)
 def sweep_expiries() -> None:
-    rt = runtime()
-    now = rt.now()
-    with rt.session() as session:
-        tenant_ids = list(session.scalars(union(select(Tenant.id).where(Tenant.shadow_mode.is_(True)),
-                                                external.tenants_with_expiring(now))))
-
-    def expire(tenant_id: str) -> int:
-        with rt.session(tenant_id) as session:
-            switched = service.expire_shadow_mode(service.get(session, tenant_id, now=now), now)
-            return int(switched) + external.expire(session, now=now)
-
-    tally = for_each_tenant(rt, "sweep_expiries", sorted(tenant_ids), expire)
+    tally = sweep_tenants("sweep_expiries", _expiring, _expire)
     if tally.done:
         log.info("expiry sweep: %d expired", tally.done)
+
+
+def _expiring(session, now) -> list[str]:
+    return sorted(session.scalars(union(select(Tenant.id).where(Tenant.shadow_mode.is_(True)),
+                                        external.tenants_with_expiring(now))))
+
+
+def _expire(rt, tenant_id: str, now) -> int:
+    with rt.session(tenant_id) as session:
+        switched = service.expire_shadow_mode(service.get(session, tenant_id, now=now), now)
+        return int(switched) + external.expire(session, now=now)

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import signal
 import time
+from contextlib import contextmanager
 
 import pytest
 import requests
+from sqlalchemy import text
 
+from cs_daemon.channels import in_app_wakeups
 from cs_daemon.tenants import service as tenants
 from tests.conftest import auth
 from tests.integration.conftest import running_worker
@@ -101,7 +104,9 @@ def test_a_delivery_made_by_a_worker_process_reaches_a_stream_held_here(rt, api,
 GRACEFUL_TIMEOUT = 20       # gunicorn's, as `cs serve` starts it
 
 
-def test_the_daemon_delivers_to_its_streams_and_a_graceful_stop_ends_them_at_once(rt, tmp_path, streams):
+@contextmanager
+def _daemon(rt, tmp_path):
+    """`cs serve` on a free port, up: (the daemon, its process tree, its URL); killed at the end."""
     s = rt.settings
     env = service_env(DATABASE_URL=s.database_url, REDIS_URL=s.redis_url, CS_REDIS_PREFIX=s.cs_redis_prefix,
                       CS_SECRET_KEY=rt.settings.secret_key, CS_DATA_DIR=str(tmp_path / "data"))
@@ -112,14 +117,28 @@ def test_the_daemon_delivers_to_its_streams_and_a_graceful_stop_ends_them_at_onc
     try:
         poll_http(f"{base}/api/health", until=lambda r: bool(tree.record()) and r.status_code == 200,
                   timeout=40, service=daemon)
-        with rt.session() as session:
-            key = tenants.create(session, name="Daemon", owner_email="owner@daemon.example", now=rt.now(),
-                                 plan_tier="growth").key.secret
-        _call(base, key, "POST", "/api/track", {"events": [{"user_id": "u1", "event": "$identify"}]})
+        yield daemon, tree, base
+    finally:
+        tree.kill()
+
+
+def _streaming(rt, base, streams, name) -> tuple[str, str, SseClient]:
+    """A tenant whose user u1 holds a stream: (the tenant's id, its key, the stream)."""
+    with rt.session() as session:
+        made = tenants.create(session, name=name, owner_email=f"owner@{name.lower()}.example", now=rt.now(),
+                              plan_tier="growth")
+        tenant_id, key = made.tenant.id, made.key.secret
+    _call(base, key, "POST", "/api/track", {"events": [{"user_id": "u1", "event": "$identify"}]})
+    token = _call(base, key, "POST", "/api/in-app/tokens", {"user_id": "u1"})["token"]
+    stream = SseClient(f"{base}/api/in-app/stream?token={token}")
+    streams.append(stream.wait_listening())
+    return tenant_id, key, stream
+
+
+def test_the_daemon_delivers_to_its_streams_and_a_graceful_stop_ends_them_at_once(rt, tmp_path, streams):
+    with _daemon(rt, tmp_path) as (daemon, tree, base):
+        _, key, stream = _streaming(rt, base, streams, "Daemon")
         pid = _call(base, key, "POST", "/api/playbooks", {"name": "Daemon"})["id"]
-        token = _call(base, key, "POST", "/api/in-app/tokens", {"user_id": "u1"})["token"]
-        stream = SseClient(f"{base}/api/in-app/stream?token={token}")
-        streams.append(stream.wait_listening())
         iv = _approve(base, key, pid, "from gunicorn and dramatiq")
         assert stream.next(timeout=20).json["interventionId"] == iv
         _wait_status(base, key, iv, "delivered", tree)
@@ -127,10 +146,36 @@ def test_the_daemon_delivers_to_its_streams_and_a_graceful_stop_ends_them_at_onc
         stopping = time.monotonic()
         daemon.signal(signal.SIGTERM)
         assert stream.wait_ended(GRACEFUL_TIMEOUT), "the stream outlived the graceful stop"
+        assert stream.broken is None, f"the stream was cut off, not ended: {stream.broken!r}"
         ended = time.monotonic() - stopping
         assert daemon.wait(30) == 0, daemon.describe()
         stopped = time.monotonic() - stopping
         assert ended < GRACEFUL_TIMEOUT / 2 and stopped < GRACEFUL_TIMEOUT, (ended, stopped)
         print(f"\n[in-app daemon stop] stream ended {ended:.1f} s and the daemon {stopped:.1f} s after SIGTERM")
-    finally:
-        tree.kill()
+
+
+def _waiting_on(session, table: str) -> int:
+    """How many lock requests on `table` are waiting (a read blocked by a lock held here)."""
+    return session.scalar(text("SELECT count(*) FROM pg_locks WHERE relation = CAST(:t AS regclass) "
+                               "AND NOT granted"), {"t": table})
+
+
+def test_a_graceful_stop_ends_a_stream_stuck_in_a_read_with_the_last_chunk_before_the_process_exits(
+        rt, tmp_path, streams):
+    """A stream whose read does not come back (its table locked here) when the API process
+    stops: the process ends it, with the chunked body's last chunk, before it exits, instead
+    of leaving it to be cut off when the process is gone (a broken response to its client)."""
+    with _daemon(rt, tmp_path) as (daemon, tree, base):
+        tenant_id, _, stream = _streaming(rt, base, streams, "Stuck")
+        with rt.session() as locking, rt.session() as watching:
+            locking.execute(text("LOCK TABLE in_app_messages IN ACCESS EXCLUSIVE MODE"))
+            in_app_wakeups.for_settings(rt.settings).publish(tenant_id, "u1")   # the stream reads now
+            deadline = Deadline(20)
+            while not _waiting_on(watching, "in_app_messages"):
+                assert deadline, "the stream's read did not reach the locked table"
+                time.sleep(0.05)
+            watching.rollback()
+            daemon.signal(signal.SIGTERM)
+            assert stream.wait_ended(GRACEFUL_TIMEOUT + 10), "the stream outlived the graceful stop"
+        assert stream.broken is None, f"the stream was cut off, not ended: {stream.broken!r}"
+        assert daemon.wait(30) == 0, daemon.describe()

@@ -65,6 +65,7 @@ class SseClient:
         self.retry: int | None = None
         self._listening = threading.Event()
         self._closed = False
+        self.broken: Exception | None = None     # how the body broke off, when it did not end properly
         self._reader: threading.Thread | None = None
         self._socket = _socket_of(self.response)
         if self.response.status_code == 200:
@@ -84,8 +85,9 @@ class SseClient:
                 while b"\n" in buffer:
                     raw, buffer = buffer.split(b"\n", 1)
                     self._line(raw.decode().rstrip("\r"), pending)
-        except (requests.RequestException, OSError, AttributeError):
+        except (requests.RequestException, OSError, AttributeError) as exc:
             if not self._closed:
+                self.broken = exc
                 raise
 
     def _line(self, line: str, pending: dict[str, str]) -> None:
@@ -138,6 +140,11 @@ class SseClient:
         if self._reader is not None:
             self._reader.join(timeout)
         return self._reader is None or not self._reader.is_alive()
+
+    def ended_properly(self, timeout: float) -> bool:
+        """True once the server has ended the body as HTTP says (a chunked body: with its
+        last, empty chunk), not by dropping the connection mid-body."""
+        return self.wait_ended(timeout) and self.broken is None
 
     def close(self) -> None:
         """Hang up now: shut the socket down first, as closing the response would wait

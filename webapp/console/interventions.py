@@ -123,19 +123,21 @@ def _body(fields: tuple[str, ...]) -> dict | None:
 
 
 def act(ctx: web.Ctx, intervention_id: str, verb: str):
-    if verb not in ACTIONS:
-        abort(404)
-    method, path, fields = ACTIONS[verb]
-    ctx.api(method, path, body=_body(fields), intervention_id=intervention_id)
-    return _done(ctx, intervention_id, verb)
+    return _act(ctx, ACTIONS, verb, intervention_id, intervention_id=intervention_id)
 
 
 def act_escalation(ctx: web.Ctx, escalation_id: str, verb: str):
-    if verb not in ESCALATION_ACTIONS:
+    return _act(ctx, ESCALATION_ACTIONS, verb, escalation_id, escalation_id=escalation_id)
+
+
+def _act(ctx: web.Ctx, actions: dict, verb: str, card_id: str, **path_ids: str):
+    """`verb` of `actions` through the API (404 for a verb it does not have), then the card
+    or the page of `card_id`."""
+    if verb not in actions:
         abort(404)
-    method, path, fields = ESCALATION_ACTIONS[verb]
-    ctx.api(method, path, body=_body(fields), escalation_id=escalation_id)
-    return _done(ctx, escalation_id, verb)
+    method, path, fields = actions[verb]
+    ctx.api(method, path, body=_body(fields), **path_ids)
+    return _done(ctx, card_id, verb)
 
 
 def _done(ctx: web.Ctx, intervention_id: str, verb: str):

@@ -51,6 +51,13 @@ def sign_in_page():
     return _render("console/sign_in.html")
 
 
+def _refused() -> Response | None:
+    """The answer to a sign-in form that expired or comes once too often, else None."""
+    if not web.pre_token_ok():
+        return _render("console/sign_in.html", 403, error="The form expired: try again.")
+    return _limited()
+
+
 def _limited() -> Response | None:
     """Sign-in forms count against the per-address limit of the keyless endpoints."""
     rt = web.runtime()
@@ -66,11 +73,9 @@ def _limited() -> Response | None:
 
 
 def sign_in_email():
-    if not web.pre_token_ok():
-        return _render("console/sign_in.html", 403, error="The form expired: try again.")
-    limited = _limited()
-    if limited:
-        return limited
+    refused = _refused()
+    if refused:
+        return refused
     rt = web.runtime()
     email = (request.form.get("email") or "").strip()
     if not email or "@" not in email or len(email) > MAX_EMAIL:
@@ -86,11 +91,9 @@ def sign_in_email():
 
 
 def sign_in_key():
-    if not web.pre_token_ok():
-        return _render("console/sign_in.html", 403, error="The form expired: try again.")
-    limited = _limited()
-    if limited:
-        return limited
+    refused = _refused()
+    if refused:
+        return refused
     rt = web.runtime()
     try:
         with rt.session() as session:
