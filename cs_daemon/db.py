@@ -1,8 +1,9 @@
 """Engine, sessions and the tenant scope.
 
 One transaction per request, command or job message: `session_scope()` commits on
-success and rolls back on error, and runs the callbacks registered with `on_commit`
-only after the commit (so an enqueued job never sees uncommitted rows); one that fails is
+success and rolls back on error, and runs the after-commit handlers of the domain events
+published in it (cs_daemon/domain_events.py) and the callbacks of `on_commit_each` only
+after the commit (so an enqueued job never sees uncommitted rows); one that fails is
 logged, never raised, as the commit stands (`_after_commit`). `locked` reads a row to
 change it, held from concurrent writers until commit, on both databases.
 
@@ -243,6 +244,9 @@ def _after_commit(fn: Callable, args: tuple) -> None:
 
 
 def _short(args: tuple, width: int = 300) -> str:
+    # the settings an after-commit handler is given say nothing of what waits (and hold
+    # the database URL): left out
+    args = tuple(a for a in args if not isinstance(a, Settings))
     text = repr(args) if len(args) != 1 else f"({args[0]!r})"
     return text if len(text) <= width else text[:width - 1] + "…)"
 
@@ -289,20 +293,10 @@ def room_for_segments(session: Session) -> None:
     session.execute(text(f"SET LOCAL work_mem = '{int(megabytes)}MB'"))
 
 
-def on_commit(session: Session, fn: Callable, *args) -> None:
-    """Run `fn(*args)` once the session's transaction has committed (dropped on rollback)."""
-    uow_of(session).after_commit.append((fn, args))
-
-
 def on_commit_each(session: Session, fn: Callable[[list], None], item) -> None:
     """Collect `item` for `fn`: once the transaction has committed, `fn(items)` runs once
     with every item collected in it (so work made row by row is sent in batches)."""
-    collected = uow_of(session).after_commit_items
-    items = collected.get(fn)
-    if items is None:
-        items = collected[fn] = []
-        on_commit(session, fn, items)
-    items.append(item)
+    uow_of(session).collect(fn, item)
 
 
 @event.listens_for(Session, "after_rollback")
@@ -418,7 +412,7 @@ __all__ = [
     "id_field",
     "json_field",
     "new_id",
-    "on_commit",
+    "on_commit_each",
     "session_scope",
     "time_field",
 ]

@@ -30,11 +30,22 @@ class UnitOfWork:
     tenant: Any = None
     # (fn, args) to run once the transaction has committed, in order (dropped on rollback)
     after_commit: list[tuple[Callable, tuple]] = field(default_factory=list)
-    # for db.on_commit_each: the items collected per function, sent in one call each
+    # for `collect` (db.on_commit_each, the after-commit handlers of domain events): the
+    # items collected per function, sent in one call each
     after_commit_items: dict[Callable, list] = field(default_factory=dict)
     # the domain events published in the transaction under way, in order
     # (cs_daemon/domain_events.py; dropped as it commits or rolls back)
     events: list[object] = field(default_factory=list)
+
+    def collect(self, fn: Callable, item, *rest) -> None:
+        """Add `item` to what `fn` gets once the transaction has committed: one call,
+        `fn(items, *rest)`, with every item collected for `fn` in the transaction, at the
+        place of the first one in the after-commit order (`rest`: as given first)."""
+        items = self.after_commit_items.get(fn)
+        if items is None:
+            items = self.after_commit_items[fn] = []
+            self.after_commit.append((fn, (items, *rest)))
+        items.append(item)
 
     def forget(self) -> None:
         """The transaction rolled back: nothing of it is to run or to tell."""

@@ -9,7 +9,9 @@ part needs from the others:
   guard that holds back withdrawn work;
 - the email composers of the team invitation and the console's sign-in link;
 - the domain event handlers, run in the publisher's transaction (events ingested ->
-  decisions owed; events stored -> outcomes settled; outbox rows written -> webhooks);
+  decisions owed; events stored -> outcomes settled; outbox rows written -> webhooks) or
+  after it commits (deliveries due -> the send job; decisions owed -> the decide job; an
+  in-app message withdrawn -> the user's streams woken);
 - the job actors and the periodic jobs.
 
 Nothing registers itself by being imported. `cs serve`, `cs worker`, the dramatiq worker
@@ -93,11 +95,13 @@ def _domain_events() -> None:
     domain_events.handle(domain_events.EventsIngested, decision_requests.owe_after_ingest)
     domain_events.handle(domain_events.EventsStored, outcomes.settle_after_ingest)
     domain_events.handle(domain_events.OutboxRowsWritten, webhooks.fan_out_written)
+    domain_events.handle_after_commit(domain_events.DeliveryDue, delivery_jobs.send_soon)
+    domain_events.handle_after_commit(domain_events.DeliveryRetryDue, delivery_jobs.send_later)
+    domain_events.handle_after_commit(domain_events.DecisionsOwed, decision_jobs.decide_soon)
+    domain_events.handle_after_commit(domain_events.InAppInterventionWithdrawn, in_app.wake_streams)
 
 
 def _jobs() -> None:
-    delivery.JOB["send"] = delivery_jobs.send_deliveries
-    decision_requests.JOB["decide"] = decision_jobs.decide_owed
     registry.ACTORS[:] = [
         delivery_jobs.send_deliveries, delivery_jobs.sweep_deliveries,
         decision_jobs.decide_owed, decision_jobs.sweep_decisions, decision_jobs.sweep_traces,

@@ -24,15 +24,15 @@ import redis
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
+from .. import domain_events
 from ..config import Settings
 from ..customers.models import Customer
-from ..db import locked, on_commit
+from ..db import locked
 from ..delivery import service as delivery
 from ..integrations.http import Outcome
 from ..interventions import pipeline
 from ..interventions.models import Intervention
 from ..playbooks.models import Playbook
-from ..uow import uow_of
 from . import in_app_wakeups
 from .base import Planned
 from .in_app_models import InAppMessage
@@ -132,14 +132,22 @@ CHANNEL = InApp()
 
 def withdraw(session: Session, iv: Intervention, now: datetime) -> None:
     """A rolled-back in-app intervention: its message is never sent again, and streams
-    that sent it are told (after commit). The intervention is locked already, so a
-    delivery job either queued the message before (it is withdrawn here) or finds the
-    intervention rolled back and queues nothing."""
+    that sent it are told (after commit: `InAppInterventionWithdrawn`, `wake_streams`).
+    The intervention is locked already, so a delivery job either queued the message
+    before (it is withdrawn here) or finds the intervention rolled back and queues
+    nothing."""
     session.flush()
     session.execute(update(InAppMessage)
                     .where(InAppMessage.intervention_id == iv.id, InAppMessage.withdrawn_at.is_(None))
                     .values(withdrawn_at=now))
-    on_commit(session, wake, uow_of(session).settings, iv.tenant_id, iv.user_id)
+    domain_events.publish(session, domain_events.InAppInterventionWithdrawn(iv.tenant_id, iv.user_id))
+
+
+def wake_streams(withdrawn: list[domain_events.InAppInterventionWithdrawn], settings: Settings | None) -> None:
+    """After commit (the handler of InAppInterventionWithdrawn, registered by
+    cs_daemon/wiring.py): wake the streams of each user whose message was withdrawn."""
+    for event in withdrawn:
+        wake(settings, event.tenant_id, event.user_id)
 
 
 # --- reading for a stream -------------------------------------------------------------

@@ -1,5 +1,9 @@
 """Decision jobs: owed decisions after ingest, the periodic decision sweep, and the
-removal of decision traces past their tenant's retention."""
+removal of decision traces past their tenant's retention.
+
+`decide_soon` is the after-commit handler of `DecisionsOwed` (registered by
+cs_daemon/wiring.py): decisions/requests.py writes the requests and publishes, and never
+imports this module."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import logging
 
 from sqlalchemy import select
 
+from .. import domain_events
+from ..config import Settings
 from ..jobs.broker import actor
 from ..jobs.context import runtime
 from ..jobs.sweeps import for_each_tenant
@@ -27,6 +33,21 @@ def decide_owed(request_ids: list[str]) -> None:
         requests.process(rt, request_id)
 
 
+DECIDE_BATCH = 100     # requests a decide_owed message carries
+
+
+def decide_later(request_ids: list[str]) -> None:
+    """A decide_owed message for every DECIDE_BATCH requests."""
+    for start in range(0, len(request_ids), DECIDE_BATCH):
+        decide_owed.send(request_ids[start:start + DECIDE_BATCH])
+
+
+def decide_soon(owed: list[domain_events.DecisionsOwed], _settings: Settings | None = None) -> None:
+    """After commit: the requests owed in the transaction, batched as each was written."""
+    for event in owed:
+        decide_later(event.request_ids)
+
+
 @actor(max_retries=0, time_limit=30 * 60 * 1000)
 def sweep_decisions() -> None:
     """Re-enqueue owed decisions whose job was lost; decide for users that untriggered
@@ -39,7 +60,7 @@ def sweep_decisions() -> None:
             select(Tenant.id).where(Tenant.kill_switch_active.is_(False))
             .where(Tenant.id.in_(select(Playbook.tenant_id).where(Playbook.status == "active")))))
     if owed:
-        requests.send_later(owed)
+        decide_later(owed)
     tally = for_each_tenant(rt, "sweep_decisions", tenant_ids,
                             lambda tenant_id: requests.sweep_tenant(rt, tenant_id, now))
     if owed or tally.done:

@@ -1,7 +1,9 @@
 """Decisions owed after ingest, and the periodic decision sweep.
 
 Ingest writes one request per user that received events (only when the tenant has an
-active playbook), in the same transaction as the events; a job decides after commit.
+active playbook), in the same transaction as the events; a job decides after commit
+(`DecisionsOwed`, whose handler in decisions/actors.py sends it: this module imports no
+job).
 Deciding reads and writes in short transactions around the (possibly slow) message
 writer: a lease is taken first, the intervention and `done_at` are written together
 last, so a crash in between leaves the request open for the sweep to retry. The sweep
@@ -24,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from .. import domain_events
 from ..customers.models import Customer
-from ..db import new_id, on_commit, room_for_segments
+from ..db import new_id, room_for_segments
 from ..engine import conditions
 from ..engine.decisions import contact_limit, repeat_limit
 from ..jobs.sweeps import SkippedStoredData
@@ -47,8 +49,9 @@ SWEEP_USERS_PER_TENANT = 200
 
 def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], bool]], *, now: datetime,
         test: bool = False, active: bool | None = None, enqueue: bool = True) -> list[str]:
-    """One decision request per touched user; after commit the job decides them (unless
-    `enqueue` is False: the caller decides them itself, as the sweep does). `active`:
+    """One decision request per touched user; after commit the job decides them
+    (`DecisionsOwed`; unless `enqueue` is False: the caller decides them itself, as the
+    sweep does). `active`:
     whether the tenant has an active playbook, when the caller read it in this
     transaction (ingest did); else it is read here."""
     if active is None:
@@ -62,26 +65,13 @@ def owe(session: Session, tenant_id: str, touched: dict[str, tuple[set[str], boo
     session.execute(insert(DecisionRequest.__table__), rows)
     ids = [r["id"] for r in rows]
     if enqueue:
-        on_commit(session, send_later, ids)
+        domain_events.publish(session, domain_events.DecisionsOwed(ids))
     return ids
 
 
 def owe_after_ingest(session: Session, event: domain_events.EventsIngested) -> None:
     """The handler of EventsIngested (registered by cs_daemon/wiring.py)."""
     owe(session, event.tenant_id, event.touched, now=event.now, test=event.test, active=True)
-
-
-# the job that decides owed requests (decisions/actors.py, which imports this module),
-# given by the composition root (cs_daemon/wiring.py)
-JOB: dict[str, object] = {}
-
-
-def send_later(ids: list[str]) -> None:
-    if "decide" not in JOB:
-        raise RuntimeError("the decision job is not wired: build the runtime with cs_daemon.wiring.bootstrap")
-    decide_owed = JOB["decide"]
-    for start in range(0, len(ids), 100):
-        decide_owed.send(ids[start:start + 100])
 
 
 def _open(now: datetime) -> tuple:

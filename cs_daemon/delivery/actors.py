@@ -1,6 +1,10 @@
 """Delivery jobs: a message carries up to service.BATCH deliveries, each attempted on its
 own; the sweep re-enqueues what is due (a row a batch has not reached yet may be picked by
-the sweep's message first: whichever claims it sends it, the other skips it)."""
+the sweep's message first: whichever claims it sends it, the other skips it).
+
+`send_soon` and `send_later` are the after-commit handlers of the delivery service's
+domain events (`DeliveryDue`, `DeliveryRetryDue`; registered by cs_daemon/wiring.py):
+the service writes rows and publishes, and never imports this module."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import logging
 import time
 from datetime import timedelta
 
+from .. import domain_events
+from ..config import Settings
 from ..jobs.broker import actor
 from ..jobs import sweeps
 from ..jobs.context import runtime
@@ -32,8 +38,25 @@ def sweep_deliveries() -> None:
     started = time.monotonic()
     with rt.session() as session:
         ids = service.due(session, rt.now(), limit=1000, grace=SWEEP_GRACE)
-    for start in range(0, len(ids), service.BATCH):
-        send_deliveries.send(ids[start:start + service.BATCH])
+    _enqueue(ids)
     if ids:
         log.info("re-enqueued %d due deliveries", len(ids))
     sweeps.ran(rt, "sweep_deliveries", time.monotonic() - started, sweeps.Tally(done=len(ids)))
+
+
+def _enqueue(delivery_ids: list[str]) -> None:
+    """A job message for every service.BATCH deliveries."""
+    for start in range(0, len(delivery_ids), service.BATCH):
+        send_deliveries.send(delivery_ids[start:start + service.BATCH])
+
+
+def send_soon(due: list[domain_events.DeliveryDue], _settings: Settings | None = None) -> None:
+    """After commit: the deliveries made in one transaction, in job messages of BATCH."""
+    _enqueue([event.delivery_id for event in due])
+
+
+def send_later(retries: list[domain_events.DeliveryRetryDue], _settings: Settings | None = None) -> None:
+    """After commit: each retry scheduled in the transaction, a message delayed until due."""
+    for event in retries:
+        options = {"delay": int(event.delay.total_seconds() * 1000)} if event.delay else {}
+        send_deliveries.send_with_options(args=([event.delivery_id],), **options)

@@ -1,16 +1,19 @@
 """The one delivery mechanism for everything that leaves the service signed.
 
 A delivery is a row before it is a message: `create` writes it in the caller's
-transaction and enqueues it after commit (the deliveries of one transaction travel in job
-messages of up to BATCH each; each is still claimed, sent and recorded on its own). `attempt` claims the row with a conditional
-UPDATE (so two copies of a message make one attempt, and a delivered row is never sent
-again), sends outside any transaction, then records the attempt and schedules the next
-one from the row. Right before sending, the kind's guard may still hold it back (an
-intervention paused or rolled back since); a delivery cancelled while its attempt was
-out stays cancelled, whatever the attempt found. A periodic sweep re-enqueues whatever is
-due, so a lost message, a killed worker or a restart only delays a delivery. Retries follow the previous attempt
-by 30 s, 2 min, 10 min, 30 min and 2 h; the sixth failure is final, and so is one the
-channel calls permanent (`Outcome.permanent`, e.g. a mailbox the SMTP server refuses).
+transaction and publishes `DeliveryDue`, whose handler (delivery/actors.py, registered
+by cs_daemon/wiring.py) enqueues it after commit (the deliveries of one transaction
+travel in job messages of up to BATCH each; each is still claimed, sent and recorded on
+its own). `attempt` claims the row with a conditional UPDATE (so two copies of a message
+make one attempt, and a delivered row is never sent again), sends outside any
+transaction, then records the attempt and schedules the next one from the row
+(`DeliveryRetryDue`, enqueued with its delay after commit). Right before sending, the
+kind's guard may still hold it back (an intervention paused or rolled back since); a
+delivery cancelled while its attempt was out stays cancelled, whatever the attempt
+found. A periodic sweep re-enqueues whatever is due, so a lost message, a killed worker
+or a restart only delays a delivery. Retries follow the previous attempt by 30 s, 2 min,
+10 min, 30 min and 2 h; the sixth failure is final, and so is one the channel calls
+permanent (`Outcome.permanent`, e.g. a mailbox the SMTP server refuses).
 
 Each delivery names the channel that sends it (`channel`: webhook, crm, email, in_app,
 sink; docs/architecture.md, "The channel interface"); the attempt is that channel's
@@ -30,9 +33,9 @@ from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from .. import crypto, metrics
+from .. import crypto, domain_events, metrics
 from ..channels import base as channels
-from ..db import locked, new_id, on_commit, on_commit_each
+from ..db import locked, new_id
 from ..errors import InvalidState, NotFound, present
 from ..integrations import http
 from ..tenants.models import Tenant
@@ -83,9 +86,9 @@ def create(session: Session, tenant_id: str, *, kind: str, channel: str, url: st
            event_type: str, now: datetime, endpoint_id: str | None = None,
            subject_id: str | None = None, headers: dict | None = None, test: bool = False,
            max_attempts: int = MAX_ATTEMPTS, enqueue: bool = True) -> Delivery:
-    """Write the delivery; after commit, a job sends it (unless the caller sends it itself
-    with `attempt`, as the endpoint test does). `channel` is the registered channel that
-    sends it."""
+    """Write the delivery; after commit, a job sends it (`DeliveryDue`; unless the caller
+    sends it itself with `attempt`, as the endpoint test does). `channel` is the registered
+    channel that sends it."""
     delivery = Delivery(
         tenant_id=tenant_id, kind=kind, channel=channel, url=url, body=encode(body), secret_enc=secret_enc,
         event_type=event_type, endpoint_id=endpoint_id, subject_id=subject_id,
@@ -95,34 +98,11 @@ def create(session: Session, tenant_id: str, *, kind: str, channel: str, url: st
     session.add(delivery)
     session.flush()
     if enqueue:
-        on_commit_each(session, send_soon, delivery.id)
+        domain_events.publish(session, domain_events.DeliveryDue(delivery.id))
     return delivery
 
 
 BATCH = 10      # deliveries a job message carries: fewer broker round trips, still spread over threads
-
-# the job that sends deliveries (delivery/actors.py, which imports this module), given by
-# the composition root (cs_daemon/wiring.py)
-JOB: dict[str, object] = {}
-
-
-def _send_deliveries():
-    if "send" not in JOB:
-        raise RuntimeError("the delivery job is not wired: build the runtime with cs_daemon.wiring.bootstrap")
-    return JOB["send"]
-
-
-def send_soon(delivery_ids: list[str]) -> None:
-    """Enqueue the deliveries made in one transaction, a job message for every BATCH."""
-    send_deliveries = _send_deliveries()
-    for start in range(0, len(delivery_ids), BATCH):
-        send_deliveries.send(delivery_ids[start:start + BATCH])
-
-
-def send_later(delivery_id: str, delay: timedelta | None = None) -> None:
-    send_deliveries = _send_deliveries()
-    options = {"delay": int(delay.total_seconds() * 1000)} if delay else {}
-    send_deliveries.send_with_options(args=([delivery_id],), **options)
 
 
 @dataclass(frozen=True)
@@ -246,7 +226,7 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
                     claimed.id, claimed.number)
         return None
     if next_at is not None:
-        on_commit(session, send_later, claimed.id, next_at - at)
+        domain_events.publish(session, domain_events.DeliveryRetryDue(claimed.id, next_at - at))
     final = status != states.RETRYING
     wanted = [fn for fn, when in LISTENERS.get(claimed.kind, []) if when is None or when(outcome, final)]
     if wanted:

@@ -10,6 +10,7 @@ import pkgutil
 import cs_daemon
 from cs_daemon import domain_events, wiring
 from cs_daemon.channels import base as channels
+from cs_daemon.delivery import actors as delivery_jobs
 from cs_daemon.delivery import service as delivery
 from cs_daemon.jobs import broker, registry
 
@@ -37,4 +38,4 @@ def test_wiring_registers_the_channels_the_listeners_and_the_jobs_once():
     assert {p.name for p in registry.periodic()} == {
         "sweep_scores", "sweep_deliveries", "sweep_decisions", "sweep_outcomes", "sweep_expiries",
         "sweep_traces", "sweep_event_log"}
-    assert "send" in delivery.JOB
+    assert domain_events._after_commit[domain_events.DeliveryDue] == [delivery_jobs.send_soon]
