@@ -13,13 +13,14 @@ from sqlalchemy import select
 
 from .. import domain_events
 from ..config import Settings
+from ..flows import retention
 from ..jobs.broker import actor
 from ..jobs.context import runtime
-from ..jobs.sweeps import for_each_tenant
+from ..jobs.sweeps import for_each_tenant, sweep_tenants
 from ..playbooks.models import Playbook
-from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
-from . import requests, trace
+from . import requests
+from .models import DecisionTrace
 
 log = logging.getLogger(__name__)
 SWEEP_EVERY_SECONDS = 60
@@ -72,21 +73,16 @@ def sweep_traces() -> None:
     """Remove each tenant's decision traces older than its `config.trace_retention_days`
     (docs/decisions.md, "The decision trace"), and decision requests decided more than a
     day ago."""
-    rt = runtime()
-    now = rt.now()
-    with rt.session() as session:
-        tenant_ids = trace.tenants_with_old_traces(session, now)
-    tally = for_each_tenant(rt, "sweep_traces", tenant_ids, lambda tenant_id: expire_traces(rt, tenant_id, now))
+    tally = sweep_tenants("sweep_traces", lambda session, now: retention.tenants_holding_old(session, DecisionTrace, now),
+                          expire_traces)
     if tally.done:
         log.info("trace sweep: %d traces removed", tally.done)
+    rt = runtime()
     with rt.session() as session:     # and the decision requests decided long ago
-        pruned = requests.prune_done(session, now=now)
+        pruned = requests.prune_done(session, now=rt.now())
     if pruned:
         log.info("trace sweep: %d decided requests removed", pruned)
 
 
 def expire_traces(rt, tenant_id: str, now) -> int:
-    with rt.session(tenant_id) as session:
-        tenant = session.get(Tenant, tenant_id)
-        days = tenant_config.read(tenant.config).trace_retention
-        return trace.remove_expired(session, days=days, now=now)
+    return retention.expire(rt, tenant_id, DecisionTrace, lambda config: config.trace_retention, now)

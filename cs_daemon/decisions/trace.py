@@ -17,21 +17,18 @@ external_action_id.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..engine.decisions import NOT_MATCHED, Decision
 from ..errors import NotFound
 from ..learning import service as learning
-from ..tenants.models import Tenant
 from .models import DecisionTrace
 
 RECENT = 20                 # a customer's decisions shown with them
-DELETE_BATCH = 5000         # traces removed per statement by the retention sweep
 REASON_CHARS = 200
-MIN_RETENTION_DAYS = 1      # the least config.trace_retention_days allows
 
 
 def decided_by(decision: Decision, agent=None) -> str:
@@ -211,26 +208,3 @@ def ai_summary(session: Session, since: datetime) -> dict:
         .group_by(DecisionTrace.fallback_reason)).all()
     return {"decisions": total, "agent_decisions": by_agent,
             "fallbacks_by_reason": {reason: n for reason, n in sorted(fallbacks)}, "tokens": int(tokens)}
-
-
-def tenants_with_old_traces(session: Session, now: datetime) -> list[str]:
-    """Tenants holding a trace older than the shortest retention (one day): one index
-    probe per tenant, in one query."""
-    old = select(DecisionTrace.id).where(DecisionTrace.tenant_id == Tenant.id,
-                                         DecisionTrace.created_at < now - timedelta(days=MIN_RETENTION_DAYS))
-    return list(session.scalars(select(Tenant.id).where(old.exists()).order_by(Tenant.id)))
-
-
-def remove_expired(session: Session, *, days: float, now: datetime) -> int:
-    """Delete this tenant's traces older than `days`, in batches; how many went."""
-    cutoff = now - timedelta(days=days)
-    removed = 0
-    while True:
-        ids = list(session.scalars(select(DecisionTrace.id).where(DecisionTrace.created_at < cutoff)
-                                   .limit(DELETE_BATCH)))
-        if not ids:
-            return removed
-        removed += session.execute(delete(DecisionTrace).where(DecisionTrace.id.in_(ids))
-                                   .execution_options(synchronize_session=False)).rowcount
-        if len(ids) < DELETE_BATCH:
-            return removed

@@ -6,25 +6,22 @@ committed event can never miss its webhooks, and no event waits to be fanned out
 publishes the event and knows nothing of endpoints.
 
 The log is read by `listing` (`cs events log`) and kept for each tenant's
-`config.event_log_retention_days` (`remove_expired`, run by outbox/actors.py)."""
+`config.event_log_retention_days` (outbox/actors.py, flows/retention.py)."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from .. import domain_events
 from ..db import new_id
-from ..tenants.models import Tenant
 from .models import OutboxEvent
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
-DELETE_BATCH = 5000         # events removed per transaction by the retention sweep
-MIN_RETENTION_DAYS = 1      # the least config.event_log_retention_days allows
 
 # PostgreSQL: all rows as one JSON document in one fixed statement (prepared once per connection)
 PG_INSERT = """
@@ -105,25 +102,3 @@ def public(row: OutboxEvent) -> dict:
     user_id = row.payload.get("user_id") if isinstance(row.payload, dict) else None
     return {"id": row.id, "event_type": row.event_type, "user_id": user_id, "test": row.test,
             "created_at": row.created_at, "payload": row.payload}
-
-
-# -- retention ---------------------------------------------------------------------------------
-
-def tenants_with_old_events(session: Session, now: datetime) -> list[str]:
-    """Tenants holding an event older than the shortest retention (one day): one index
-    probe per tenant, in one query."""
-    old = select(OutboxEvent.id).where(OutboxEvent.tenant_id == Tenant.id,
-                                       OutboxEvent.created_at < now - timedelta(days=MIN_RETENTION_DAYS))
-    return list(session.scalars(select(Tenant.id).where(old.exists()).order_by(Tenant.id)))
-
-
-def remove_expired_batch(session: Session, *, days: float, now: datetime) -> int:
-    """Delete up to DELETE_BATCH of the session's tenant's events older than `days`; how
-    many went (fewer than DELETE_BATCH: none is left)."""
-    cutoff = now - timedelta(days=days)
-    ids = list(session.scalars(select(OutboxEvent.id).where(OutboxEvent.created_at < cutoff)
-                               .order_by(OutboxEvent.created_at).limit(DELETE_BATCH)))
-    if not ids:
-        return 0
-    return session.execute(delete(OutboxEvent).where(OutboxEvent.id.in_(ids))
-                           .execution_options(synchronize_session=False)).rowcount

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import inspect, select
 
 from cs_daemon import wiring
+from cs_daemon.flows import retention
 from cs_daemon.jobs import heartbeat, registry
 from cs_daemon.outbox import actors as event_log_jobs
 from cs_daemon.outbox import service as outbox
@@ -43,7 +44,7 @@ def _failures(client) -> list[dict]:
 
 
 def test_each_tenants_old_events_go_by_its_own_retention_and_recent_ones_stay(make_tenant, jobs, clock, monkeypatch):
-    monkeypatch.setattr(outbox, "DELETE_BATCH", 2)              # several batches, each its own transaction
+    monkeypatch.setattr(retention, "BATCH", 2)              # several batches, each its own transaction
     short = make_tenant("Short", config={"event_log_retention_days": 2})
     usual = make_tenant("Usual")
     old = {t.id: [_record(jobs, t) for _ in range(5)] for t in (short, usual)}
@@ -64,14 +65,14 @@ def test_one_tenants_failure_does_not_stop_anothers(client, make_tenant, jobs, c
         _record(jobs, t)
     clock.advance(days=31)
     kept = {t.id: _record(jobs, t) for t in (bad, good)}
-    real = outbox.remove_expired_batch
+    real = retention.remove_batch
 
-    def broken_for_bad(session, **kw):
+    def broken_for_bad(session, model, **kw):
         if uow_of(session).tenant_id == bad.id:
             raise RuntimeError("disk on fire")
-        return real(session, **kw)
+        return real(session, model, **kw)
 
-    monkeypatch.setattr(outbox, "remove_expired_batch", broken_for_bad)
+    monkeypatch.setattr(retention, "remove_batch", broken_for_bad)
     event_log_jobs.sweep_event_log()
     assert _logged(jobs, good) == [kept[good.id]]
     assert len(_logged(jobs, bad)) == 2                         # its sweep failed: nothing went
@@ -79,7 +80,7 @@ def test_one_tenants_failure_does_not_stop_anothers(client, make_tenant, jobs, c
     assert (failure["sweep"], failure["tenant_id"]) == ("sweep_event_log", bad.id)
     assert failure["error"].startswith("RuntimeError")
 
-    monkeypatch.setattr(outbox, "remove_expired_batch", real)   # repaired: the next run clears it
+    monkeypatch.setattr(retention, "remove_batch", real)   # repaired: the next run clears it
     event_log_jobs.sweep_event_log()
     assert _logged(jobs, bad) == [kept[bad.id]]
     assert _failures(client) == []
