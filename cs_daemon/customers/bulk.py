@@ -184,14 +184,20 @@ PG_COUNT_USERS = "UPDATE tenants SET tracked_users = tracked_users + %(delta)b W
 # the same, as a part of the write (`write`): the users `store` created
 PG_COUNT_NEW = "UPDATE tenants SET tracked_users = tracked_users + %(created)s WHERE id = %(tenant)s"
 
+# The re-scored users written back as an upsert on the primary key: every row exists and
+# this transaction holds its lock (`store`, `lock`), so each one takes the ON CONFLICT
+# branch, which finds it through the key's index whatever the planner's statistics say.
+# As an UPDATE joined to the rows, the plan depended on them: json_to_recordset is
+# estimated at 100 rows, and with the statistics of a table never analyzed yet (a new
+# tenant's first burst, before autovacuum's first ANALYZE) it scanned the index entries
+# of all the tenant's customers every batch. The insert's own values (created_at, test)
+# would only be used for a user missing, which a locked row cannot be.
 PG_WRITE = (
-    "UPDATE customers AS c SET "
-    + ", ".join(f"{name} = x.{name}" for name, _ in WRITE)
-    + " FROM json_to_recordset(%(rows)s::json) AS x(id text, "
-    + ", ".join(f"{name} {kind}" for name, kind in WRITE) + ")"
-    # the id list lets the primary key find the rows: json_to_recordset is estimated at
-    # 100 rows, and joined on x.id alone the planner scanned all the tenant's customers
-    + " WHERE c.tenant_id = %(tenant)s AND c.id = ANY(%(ids)s::text[]) AND c.id = x.id"
+    "INSERT INTO customers AS c (tenant_id, id, " + ", ".join(name for name, _ in WRITE) + ", created_at, test) "
+    "SELECT %(tenant)s, x.id, " + ", ".join(f"x.{name}" for name, _ in WRITE) + ", x.updated_at, %(test)s "
+    "FROM json_to_recordset(%(rows)s::json) AS x(id text, " + ", ".join(f"{name} {kind}" for name, kind in WRITE)
+    + ") ORDER BY x.id "
+    "ON CONFLICT (tenant_id, id) DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name, _ in WRITE)
 )
 
 _customers = Customer.__table__
@@ -409,12 +415,13 @@ def count_users(session: Session, tenant_id: str, delta: int) -> None:
                     .values(tracked_users=tenants.c.tracked_users + delta))
 
 
-def write_params(tenant_id: str, rows: list[CustomerRow]) -> dict:
-    return {"tenant": tenant_id, "ids": [r.id for r in rows],
+def write_params(tenant_id: str, rows: list[CustomerRow], *, test: bool) -> dict:
+    return {"tenant": tenant_id, "test": test,
             "rows": _json([{"id": r.id, **{name: getattr(r, name) for name, _ in WRITE}} for r in rows])}
 
 
-def write(session: Session, tenant_id: str, rows: list[CustomerRow], *, also: list[tuple[str, dict]] = ()) -> None:
+def write(session: Session, tenant_id: str, rows: list[CustomerRow], *, test: bool,
+          also: list[tuple[str, dict]] = ()) -> None:
     """Store the re-scored columns of these users. `also`: PostgreSQL statements and
     their parameters (snapshots.pg_part, outbox.service.pg_part) run in the same round
     trip, as data-modifying CTEs of one statement, which run whether or not it reads
@@ -423,7 +430,7 @@ def write(session: Session, tenant_id: str, rows: list[CustomerRow], *, also: li
     if not rows:
         return
     if postgres(session):
-        params = write_params(tenant_id, rows)
+        params = write_params(tenant_id, rows, test=test)
         if created := sum(1 for r in rows if r.new):
             also = [*also, (PG_COUNT_NEW, {"tenant": tenant_id, "created": created})]
         for _, more in also:
