@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pydantic_core
-from sqlalchemy import bindparam, exists, select, text, update
+from sqlalchemy import JSON, DateTime, Float, Integer, String, bindparam, exists, select, text, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
@@ -26,6 +26,7 @@ from ..interventions.models import OPEN, Intervention
 from ..playbooks.models import Playbook
 from ..tenants.models import Tenant
 from ..webhooks.models import WebhookEndpoint
+from . import fields
 from .models import Customer, Event
 
 
@@ -53,16 +54,32 @@ class CustomerRow:
     scored_at: datetime | None = None
     updated_at: datetime | None = None
     state: dict = field(default_factory=dict)
+    # created by this batch's first statement (`store`): the write counts it in the
+    # tenant's tracked users
+    new: bool = False
 
 
-READ = ("id", "name", "email", "company", "role", "team_size", "locale", "traits", "lifecycle_stage",
-        "risk_level", "created_at", "scored_at", "state")
-# (column, PostgreSQL type) of what a re-score writes back
-WRITE = (("name", "text"), ("email", "text"), ("company", "text"), ("role", "text"), ("team_size", "int"),
-         ("locale", "text"), ("traits", "json"), ("lifecycle_stage", "text"), ("risk_level", "text"),
-         ("health", "float8"), ("activation_score", "float8"), ("engagement_score", "float8"),
-         ("expansion_score", "float8"), ("last_activity_at", "timestamptz"), ("scored_at", "timestamptz"),
-         ("updated_at", "timestamptz"), ("state", "json"))
+# Derived from the one list of customer fields (fields.py) and the model's column types.
+# What events set on a user ($identify, $locale): the fields a re-score does not compute.
+SET_BY_EVENTS = tuple(f for f in fields.ALL if f not in (*fields.SCORES, *fields.STANDING)
+                      and fields.FIELDS[f] != "time")
+# what a re-score reads: those, the traits, the standing it compares against, and its inputs
+READ = ("id", *SET_BY_EVENTS, "traits", *fields.STANDING, "created_at", "scored_at", "state")
+
+
+def _pg_type(column: str) -> str:
+    """The PostgreSQL type json_to_recordset reads a column of `customers` as."""
+    kind = Customer.__table__.c[column].type
+    kind = getattr(kind, "impl", kind)   # AutoString, UTCDateTime: decorators of String, DateTime
+    for base, name in ((Integer, "int"), (Float, "float8"), (JSON, "json"), (DateTime, "timestamptz"),
+                       (String, "text")):
+        if isinstance(kind, base):
+            return name
+    raise TypeError(f"customers.{column}: no PostgreSQL type for {kind!r}")
+
+
+# (column, PostgreSQL type) of what a re-score writes back: every field, and the rest it sets
+WRITE = tuple((name, _pg_type(name)) for name in (*fields.ALL, "traits", "scored_at", "updated_at", "state"))
 JSON_COLUMNS = ("traits", "state")
 
 
@@ -164,15 +181,23 @@ ORDER BY id FOR UPDATE
 """
 
 PG_COUNT_USERS = "UPDATE tenants SET tracked_users = tracked_users + %(delta)b WHERE id = %(tenant)b"
+# the same, as a part of the write (`write`): the users `store` created
+PG_COUNT_NEW = "UPDATE tenants SET tracked_users = tracked_users + %(created)s WHERE id = %(tenant)s"
 
+# The re-scored users written back as an upsert on the primary key: every row exists and
+# this transaction holds its lock (`store`, `lock`), so each one takes the ON CONFLICT
+# branch, which finds it through the key's index whatever the planner's statistics say.
+# As an UPDATE joined to the rows, the plan depended on them: json_to_recordset is
+# estimated at 100 rows, and with the statistics of a table never analyzed yet (a new
+# tenant's first burst, before autovacuum's first ANALYZE) it scanned the index entries
+# of all the tenant's customers every batch. The insert's own values (created_at, test)
+# would only be used for a user missing, which a locked row cannot be.
 PG_WRITE = (
-    "UPDATE customers AS c SET "
-    + ", ".join(f"{name} = x.{name}" for name, _ in WRITE)
-    + " FROM json_to_recordset(%(rows)s::json) AS x(id text, "
-    + ", ".join(f"{name} {kind}" for name, kind in WRITE) + ")"
-    # the id list lets the primary key find the rows: json_to_recordset is estimated at
-    # 100 rows, and joined on x.id alone the planner scanned all the tenant's customers
-    + " WHERE c.tenant_id = %(tenant)s AND c.id = ANY(%(ids)s::text[]) AND c.id = x.id"
+    "INSERT INTO customers AS c (tenant_id, id, " + ", ".join(name for name, _ in WRITE) + ", created_at, test) "
+    "SELECT %(tenant)s, x.id, " + ", ".join(f"x.{name}" for name, _ in WRITE) + ", x.updated_at, %(test)s "
+    "FROM json_to_recordset(%(rows)s::json) AS x(id text, " + ", ".join(f"{name} {kind}" for name, kind in WRITE)
+    + ") ORDER BY x.id "
+    "ON CONFLICT (tenant_id, id) DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name, _ in WRITE)
 )
 
 _customers = Customer.__table__
@@ -227,13 +252,17 @@ def create_counted(session: Session, tenant_id: str, user_ids: list[str], *, tes
 # --- a batch's first statement: events, new users, the users' rows -----------------------
 
 # The events inserted, the users they name created (a tenant without a limit: their seats
-# are not reserved ahead) with the tenant's count moved, and the rows of the users that
-# existed locked and read, with who follows the tenant's changes: one round trip. The
+# are not reserved ahead; the tenant's count moves with the batch's write, so that the
+# tenant's row is locked only from then to commit, not for the whole batch: racing
+# batches of one tenant would queue on it), and the rows of the users that existed
+# locked and read, with who follows the tenant's changes: one round trip. The
 # CTEs share the statement's snapshot, so `locked` sees only the users that existed
 # before it (a row this statement inserts is its own: no lock to take, its values are the
 # defaults of the insert). One created meanwhile by a racing batch, whose insert ours
 # waited for, is in neither list: `store` locks those with PG_LOCK (a second round trip,
-# only then). Rows come back tagged: e an event stored (key, user), n a user created, c
+# only then). `locked` probes the primary key user by user (the joined id list): with
+# `id = ANY(...)` and statistics missing or stale, PostgreSQL scanned every customer of
+# the tenant. Rows come back tagged: e an event stored (key, user), n a user created, c
 # a locked user's columns, f the followers.
 _PAD = ", ".join(["NULL"] * len(READ))
 PG_STORE = f"""
@@ -258,14 +287,11 @@ created AS (
     ON CONFLICT (tenant_id, id) DO NOTHING
     RETURNING id
 ),
-counted AS (
-    UPDATE tenants SET tracked_users = tracked_users + (SELECT count(*) FROM created)
-    WHERE id = %(tenant)s AND EXISTS (SELECT 1 FROM created)
-),
 locked AS (
-    SELECT {', '.join(READ)} FROM customers
-    WHERE tenant_id = %(tenant)s AND id = ANY(%(users)s::text[]) AND id = ANY(ARRAY(SELECT id FROM users))
-    ORDER BY id FOR UPDATE
+    SELECT {', '.join('c.' + name for name in READ)}
+    FROM unnest(%(users)s::text[]) AS u(id) JOIN customers AS c ON c.tenant_id = %(tenant)s AND c.id = u.id
+    WHERE u.id IN (SELECT id FROM users)
+    ORDER BY c.id FOR UPDATE OF c
 )
 SELECT 'c', NULL, {', '.join(READ)}, NULL::bool, NULL::bool, NULL::bool FROM locked
 UNION ALL SELECT 'e', idempotency_key, user_id, {", ".join(["NULL"] * (len(READ) - 1))}, NULL, NULL, NULL FROM ev
@@ -293,8 +319,9 @@ class Stored:
 def store(session: Session, tenant_id: str, rows: list[dict], *, source: str, test: bool, now: datetime,
           create: bool) -> Stored:
     """Insert the events (as `insert_events`), and for the users of those stored: create
-    the missing ones when `create` (counting them in the tenant's tracked users), lock
-    and read the others (as `lock`). One round trip on PostgreSQL."""
+    the missing ones when `create` (counting them in the tenant's tracked users: on
+    PostgreSQL by `write`, which gets them back marked `new`), lock and read the others
+    (as `lock`). One round trip on PostgreSQL."""
     rows = sorted(rows, key=lambda r: r["idempotency_key"] or "")
     if not postgres(session):
         inserted = insert_events(session, tenant_id, rows, source=source, test=test, now=now)
@@ -326,7 +353,7 @@ def store(session: Session, tenant_id: str, rows: list[dict], *, source: str, te
         else:
             followers = Followers(*r[2 + n:])
     inserted = [r for r in rows if r["idempotency_key"] is None or r["idempotency_key"] in keys]
-    customers += [CustomerRow(id=u, created_at=now) for u in made]
+    customers += [CustomerRow(id=u, created_at=now, new=True) for u in made]
     if missing := sorted(users - {c.id for c in customers}):   # created by a racing batch meanwhile
         customers += lock(session, tenant_id, missing)[0]
     customers.sort(key=lambda c: c.id)
@@ -388,20 +415,24 @@ def count_users(session: Session, tenant_id: str, delta: int) -> None:
                     .values(tracked_users=tenants.c.tracked_users + delta))
 
 
-def write_params(tenant_id: str, rows: list[CustomerRow]) -> dict:
-    return {"tenant": tenant_id, "ids": [r.id for r in rows],
+def write_params(tenant_id: str, rows: list[CustomerRow], *, test: bool) -> dict:
+    return {"tenant": tenant_id, "test": test,
             "rows": _json([{"id": r.id, **{name: getattr(r, name) for name, _ in WRITE}} for r in rows])}
 
 
-def write(session: Session, tenant_id: str, rows: list[CustomerRow], *, also: list[tuple[str, dict]] = ()) -> None:
+def write(session: Session, tenant_id: str, rows: list[CustomerRow], *, test: bool,
+          also: list[tuple[str, dict]] = ()) -> None:
     """Store the re-scored columns of these users. `also`: PostgreSQL statements and
     their parameters (snapshots.pg_part, outbox.service.pg_part) run in the same round
     trip, as data-modifying CTEs of one statement, which run whether or not it reads
-    them (a parameter they share must have one value)."""
+    them (a parameter they share must have one value). Rows marked `new` (created by
+    `store`) are counted in the tenant's tracked users in the same statement."""
     if not rows:
         return
     if postgres(session):
-        params = write_params(tenant_id, rows)
+        params = write_params(tenant_id, rows, test=test)
+        if created := sum(1 for r in rows if r.new):
+            also = [*also, (PG_COUNT_NEW, {"tenant": tenant_id, "created": created})]
         for _, more in also:
             if any(params.get(k, v) != v for k, v in more.items()):
                 raise ValueError(f"folded statements disagree on a parameter: {sorted(more)}")

@@ -226,10 +226,10 @@ def _write(session: Session, tenant_id: str, customers: list[bulk.CustomerRow], 
     PostgreSQL one statement (the update with the other two as CTEs)."""
     snaps = [snapshots.row(c) for c in customers]
     if bulk.postgres(session):
-        bulk.write(session, tenant_id, customers, also=[snapshots.pg_part(tenant_id, snaps, now=now)]
+        bulk.write(session, tenant_id, customers, test=test, also=[snapshots.pg_part(tenant_id, snaps, now=now)]
                    + [outbox.pg_part(tenant_id, out, now=now, test=test)] * bool(out))
         return
-    bulk.write(session, tenant_id, customers)
+    bulk.write(session, tenant_id, customers, test=test)
     snapshots.write(session, tenant_id, snaps, now=now)
     if out:
         outbox.insert_rows(session, out)

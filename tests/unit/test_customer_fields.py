@@ -5,7 +5,7 @@ them all."""
 from __future__ import annotations
 
 from cs_daemon.channels import crm
-from cs_daemon.customers import fields, snapshots, state
+from cs_daemon.customers import bulk, fields, snapshots, state
 from cs_daemon.customers.models import Customer
 from cs_daemon.customers.schemas import CustomerPublic
 from cs_daemon.decisions import record
@@ -41,3 +41,18 @@ def test_the_lists_that_were_written_out_by_hand_are_the_same_as_before():
 
 def test_the_customer_api_shows_every_field():
     assert set(fields.ALL) <= set(CustomerPublic.model_fields)
+
+
+def test_ingest_reads_and_writes_columns_derived_from_the_declaration():
+    """customers/bulk.py: what a re-score reads and writes back, from fields.py and the
+    model's column types (the lists it wrote out by hand, in their order or not)."""
+    assert bulk.READ == ("id", "name", "email", "company", "role", "team_size", "locale", "traits",
+                         "lifecycle_stage", "risk_level", "created_at", "scored_at", "state")
+    assert dict(bulk.WRITE) == {
+        "name": "text", "email": "text", "company": "text", "role": "text", "team_size": "int", "locale": "text",
+        "traits": "json", "lifecycle_stage": "text", "risk_level": "text", "health": "float8",
+        "activation_score": "float8", "engagement_score": "float8", "expansion_score": "float8",
+        "last_activity_at": "timestamptz", "scored_at": "timestamptz", "updated_at": "timestamptz", "state": "json"}
+    assert set(fields.ALL) <= set(dict(bulk.WRITE)) and len(bulk.WRITE) == len(dict(bulk.WRITE))
+    row = bulk.CustomerRow(id="u")
+    assert all(hasattr(row, name) for name in (*bulk.READ, *dict(bulk.WRITE)))
