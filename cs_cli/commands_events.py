@@ -110,8 +110,9 @@ def log_(
                               help="At most this many, newest first."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
 ):
-    """The events the service recorded for a tenant (webhook event types, whether or not
-    an endpoint was subscribed), newest first; kept for the tenant's
+    """The events the service recorded for a tenant, newest first.
+
+    Webhook event types, whether or not an endpoint was subscribed; kept for
     config.event_log_retention_days (default 30)."""
     _check_filters(type_, user)
     rt = runtime()
