@@ -18,7 +18,7 @@ from cs_daemon.runtime import Runtime
 from cs_daemon.wiring import bootstrap, wire
 
 from . import browser, console, metrics_route, requests_log, stream_handoff
-from .api import error_response
+from .api import add_missing_headers, error_response
 from .endpoints import all_apis
 
 log = logging.getLogger("webapp")
@@ -49,8 +49,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
 
     @app.after_request
     def _rate_headers(resp: Response) -> Response:
-        for name, value in getattr(g, "rate_headers", {}).items():
-            resp.headers.setdefault(name, value)
+        add_missing_headers(resp, g.get("rate_headers") or {})
         return resp
 
     app.wsgi_app = stream_handoff.StreamHandoff(app.wsgi_app)    # in-app streams go to the event loop

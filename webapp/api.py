@@ -251,6 +251,16 @@ def render(result: Any, status: int = 200) -> Response:
     return Response(payload, status=status, mimetype="application/json")
 
 
+def add_missing_headers(resp: Response, values: dict[str, str]) -> None:
+    """Each header of `values` the response does not carry yet (as `headers.setdefault`,
+    which raises and catches a KeyError for every missing header: most of the cost of an
+    answer's after-request hooks on the ingest path)."""
+    have = {name.lower() for name in resp.headers.keys()}
+    for name, value in values.items():
+        if name.lower() not in have:
+            resp.headers.add(name, value)
+
+
 def error_response(exc: ServiceError) -> Response:
     resp = Response(json.dumps(exc.body()), status=exc.status, mimetype="application/json")
     if exc.status == 401:

@@ -9,7 +9,7 @@ from flask import Flask, Response, request
 from cs_daemon.auth.service import Caller
 from cs_daemon.errors import Forbidden
 
-from .api import bearer_token
+from .api import add_missing_headers, bearer_token
 
 BROWSER_PATHS = frozenset({"/api/track", "/api/in-app/stream", "/api/in-app/events"})
 
@@ -31,8 +31,7 @@ def install(app: Flask) -> None:
     @app.after_request
     def _cors(resp: Response) -> Response:
         if request.path in BROWSER_PATHS:
-            for name, value in CORS_HEADERS.items():
-                resp.headers.setdefault(name, value)
+            add_missing_headers(resp, CORS_HEADERS)
         return resp
 
 
