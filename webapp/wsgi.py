@@ -17,7 +17,7 @@ app.extensions["cs"].install_broker()
 db.get_engine(settings)   # its driver's modules now, not in the first request (no connection is opened)
 # What the process has built by now (modules, the app, the models) lives as long as it does:
 # out of the cyclic collector's reach, whose full collections would otherwise walk all of it
-# again and again under load (hundreds of ms each: a third of the API processes' CPU in
-# bench/ingest.py; docs/deploy.md)
+# again and again under load (100-250 ms each; about a tenth of an API process's CPU a
+# request in bench/ingest.py before the freeze; docs/deploy.md)
 gc.collect()
 gc.freeze()
