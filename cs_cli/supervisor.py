@@ -24,7 +24,6 @@ from .output import out
 
 log = logging.getLogger("cs.supervisor")
 STOP_GRACE = 30
-API_THREADS = 12    # per API process: requests, and the opening of streams (held by the event loop)
 
 
 @dataclass
@@ -46,7 +45,7 @@ def gunicorn_argv(settings: Settings, host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "gunicorn", "webapp.wsgi:app",
             "--bind", f"{host}:{port}", "--workers", str(settings.cs_web_processes),
             # gthread, whose threads hand in-app streams to the process's event loop (webapp/stream_handoff.py)
-            "--worker-class", "webapp.gunicorn_worker.StreamWorker", "--threads", str(API_THREADS),
+            "--worker-class", "webapp.gunicorn_worker.StreamWorker", "--threads", str(settings.cs_api_threads),
             "--worker-connections", "1000",
             "--graceful-timeout", "20", "--timeout", "60", "--log-level", settings.cs_log_level.lower(),
             "--config", "python:webapp.gunicorn_hooks", "--no-control-socket"]

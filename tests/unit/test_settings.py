@@ -58,6 +58,7 @@ BAD = [
     ("CS_STREAM_SLOTS", {"cs_stream_slots": "100000"}),
     ("CS_WORKER_PROCESSES", {"cs_worker_processes": "-1"}),
     ("CS_WORKER_THREADS", {"cs_worker_threads": "1.5"}),
+    ("CS_API_THREADS", {"cs_api_threads": "0"}),
     ("CS_SEGMENT_WORK_MEM_MB", {"cs_segment_work_mem_mb": "1"}),
     ("CS_LOG_LEVEL", {"cs_log_level": "LOUD"}),
     ("CS_LOG_FORMAT", {"cs_log_format": "xml"}),
@@ -106,3 +107,16 @@ def test_good_values_pass_and_an_empty_one_is_unset(monkeypatch, tmp_path):
 def test_the_defaults_pass(monkeypatch):
     settings = load_settings()
     assert not settings.production and settings.mail_from == "Customer Success <cs@localhost>"
+
+
+def test_the_api_processes_run_cs_api_threads_threads(tmp_path):
+    """CS_API_THREADS sets gunicorn's --threads of `cs serve`'s API processes (12 by default)."""
+    from cs_cli.supervisor import gunicorn_argv
+    from cs_daemon.config import Settings
+
+    def threads(settings):
+        argv = gunicorn_argv(settings, "127.0.0.1", 8000)
+        return argv[argv.index("--threads") + 1]
+
+    assert threads(Settings(cs_data_dir=str(tmp_path))) == "12"
+    assert threads(Settings(cs_data_dir=str(tmp_path), cs_api_threads=4)) == "4"
