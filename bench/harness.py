@@ -29,7 +29,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [p for p in (str(BENCH), str(ROOT)) if p not in sys.path]
 
-from tests.support.processes import CS, Service, Tree, descendants, free_port, processes, service_env  # noqa: E402
+from tests.support.processes import CS, Service, Tree, descendants, free_port, service_env  # noqa: E402
 
 PG = os.environ.get("CS_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 REDIS = os.environ.get("CS_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -143,9 +143,6 @@ class LoadProbe:
         self.load0 = os.getloadavg()[0]
         self.busy0, self.all0 = _machine()
 
-    def busy_seconds(self) -> float:
-        return _machine()[0] - self.busy0
-
     def line(self) -> str:
         busy, total = _machine()
         share = 100.0 * (busy - self.busy0) / (total - self.all0) if total > self.all0 else float("nan")
@@ -187,14 +184,6 @@ class CpuMeter(threading.Thread):
         for (fam, pid), cpu in self.last.items():
             out[fam] += cpu - self.first[(fam, pid)]
         return out
-
-
-def stores(dbname: str, table: dict | None = None) -> dict[str, list[int]]:
-    table = processes() if table is None else table
-    name = {p.pid: p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] for p in table.values()}
-    return {"postgres (this database)": [p.pid for p in table.values()
-                                         if name[p.pid].startswith("postgres") and f" {dbname} " in p.cmdline],
-            "redis": [p.pid for p in table.values() if name[p.pid].startswith("redis-server")]}
 
 
 # --- the run's resources ----------------------------------------------------------------
