@@ -47,18 +47,25 @@ OPTIONS = """
 --strict            exit 1 when a goal is missed
 """
 
-# --- the corpus: most traffic page views and feature use, identity and locale rare -----------
+# --- the corpus: most traffic page views and feature use; identity, locale and expansion
+# signals (scoring.py's expansion events, the team size) rare
 
-EVENT_MIX = [("page_viewed", 50), ("feature_used", 30), ("session_started", 15), ("$identify", 4), ("$locale", 1)]
+EVENT_MIX = [
+    ("page_viewed", 33.0), ("feature_used", 18.0), ("button_clicked", 10.0), ("session_started", 9.0),
+    ("search_performed", 6.0), ("comment_added", 5.0), ("report_created", 5.0), ("file_uploaded", 3.5),
+    ("dashboard_shared", 2.5), ("project_created", 2.7), ("$identify", 2.0), ("invited_teammate", 1.5),
+    ("$locale", 0.5), ("seat_added", 0.5), ("plan_upgraded", 0.3),
+]
 
 
 def props(rng: random.Random, name: str, user_no: int) -> dict:
     if name == "$identify":
         return {"name": f"User {user_no}", "email": f"user{user_no}@company{user_no % 1500}.example",
-                "role": rng.choice(h.ROLES)}
+                "company": f"Company {user_no % 1500}", "role": rng.choice(h.ROLES),
+                "team_size": rng.choice([1, 2, 3, 5, 8, 12, 25, 40, 80, 150, 400])}
     if name == "$locale":
         return {"locale": rng.choice(h.names(h.LOCALES))}
-    return {"path": f"/page/{rng.randrange(12)}", "duration_ms": rng.randrange(200, 90_000)}
+    return {"path": f"/page/{rng.randrange(12)}", "count": rng.randrange(1, 90_000)}
 
 
 def make_corpus(n_events: int, n_users: int, seed: int, prefix: str = "user") -> SimpleNamespace:
