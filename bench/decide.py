@@ -5,9 +5,8 @@ from __future__ import annotations
 import random
 import statistics
 import sys
-from dataclasses import dataclass
 from datetime import datetime, time as dtime, timedelta, timezone
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import harness as h
 from cs_daemon.engine import conditions
@@ -20,7 +19,7 @@ GOAL = 3.0
 SEED = 20261102
 N_PLAYBOOKS = 50
 STAGES, LOCALES, PLANS_T = h.names(h.STAGES), h.names(h.LOCALES), h.names(h.PLAN_TRAITS)
-ROLES, TAGS, TIMEZONES, EVENT_NAMES = h.ROLES, h.TAGS, h.TIMEZONES, h.EVENT_NAMES
+TAGS, TIMEZONES, EVENT_NAMES = h.TAGS, h.TIMEZONES, h.EVENT_NAMES
 EVENT_WEIGHTS = [30, 14, 11, 8, 5, 6, 6, 5, 3, 3, 3, 2, 2, 1.2, 1.2, 0.6, 0.8, 0.7, 0.2, 0.3]
 
 OPTIONS = """
@@ -114,21 +113,10 @@ def make_playbooks(seed: int) -> list[dict]:
     return out
 
 
-def event_clauses(playbooks) -> list[tuple[str, float | None]]:
-    out: set = set()
-    for pb in playbooks:
-        out |= conditions.event_clauses(pb["entry_conditions"]) | conditions.event_clauses(pb["exit_conditions"])
-    return sorted(out, key=lambda c: (c[0], c[1] or 0))
-
-
-@dataclass
-class UserCase:
-    user: UserContext
-    counts: dict
-    history: History
-
-
-def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[str, int]) -> list[UserCase]:
+def make_users(n: int, seed: int, clauses, playbook_ids: list[str]) -> list[tuple[UserContext, dict, History]]:
+    """Users with their event counts a clause and their history; the tenant's count of the day."""
+    rng = random.Random(seed + 1)
+    day = {pid: rng.choice([0, 10, 60, 300]) for pid in playbook_ids}
     rng = random.Random(seed)
     rnd = rng.random
     out = []
@@ -139,9 +127,8 @@ def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[st
                 rng.choices(["low", "medium", "high"], weights=[75, 20, 5])[0])
         engagement = round(100 * rnd(), 1)
         values = {
-            "name": f"User {i}", "email": f"user{i}@example.com" if rnd() < 0.9 else None,
+            "email": f"user{i}@example.com" if rnd() < 0.9 else None,
             "company": f"Company {i % 997}" if rnd() < 0.7 else None,
-            "role": rng.choice(ROLES) if rnd() < 0.8 else None,
             "locale": rng.choice(LOCALES) if rnd() < 0.85 else None, "lifecycle_stage": stage,
             "risk_level": risk, "team_size": min(2000, int(rng.paretovariate(1.1))) if rnd() < 0.75 else None,
             "health": round(100 * rnd(), 1), "activation_score": round(100 * rnd(), 1),
@@ -179,13 +166,8 @@ def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[st
         for pid in rng.sample(playbook_ids, rng.randrange(0, 4)):
             for_user[pid] = rng.randrange(1, 3)
             last_for_user[pid] = NOW - timedelta(hours=rng.expovariate(1 / 48))
-        out.append(UserCase(user, counts, History(for_user, last_for_user, day)))
+        out.append((user, counts, History(for_user, last_for_user, day)))
     return out
-
-
-def tenant_day_counts(seed: int, playbook_ids: list[str]) -> dict[str, int]:
-    rng = random.Random(seed + 1)
-    return {pid: rng.choice([0, 10, 60, 300]) for pid in playbook_ids}
 
 
 # --- the hand-written evaluator (generated) ---------------------------------------------------
@@ -227,73 +209,31 @@ class _Gen:
         return self.leaf(node["field"], node["op"], node["value"])
 
     def leaf(self, field: str, op: str, value) -> str:
+        """The ops these playbooks use, with the engine's semantics: null and a value of another
+        type never match; a trait's number is an int or a float, its tags a list or a string."""
         if field.startswith("traits."):
-            key = field[7:]
-            x = self.var("tr", f"T.get({key!r})")
-            return self.trait(x, op, value)
-        if field == "days_since_last_activity":
-            x = self.var("days", "None if LA is None else (now - LA).total_seconds() / 86400")
-            kind = "number"
-        elif field == "days_since_signup":
-            x = self.var("days", "None if CA is None else (now - CA).total_seconds() / 86400")
-            kind = "number"
+            x, kind = self.var("tr", f"T.get({field[7:]!r})"), "trait"
+        elif field in ("days_since_last_activity", "days_since_signup"):
+            at = "LA" if field == "days_since_last_activity" else "CA"
+            x, kind = self.var("days", f"None if {at} is None else (now - {at}).total_seconds() / 86400"), "number"
         else:
-            x = self.var("f", f"V.get({field!r})")
-            kind = conditions.COLUMN_FIELDS[field]
-        return self.column(x, kind, op, value)
-
-    @staticmethod
-    def _same(kind: str, v) -> bool:
-        return (kind == "number") == (isinstance(v, (int, float)) and not isinstance(v, bool))
-
-    def column(self, x: str, kind: str, op: str, value) -> str:
+            x, kind = self.var("f", f"V.get({field!r})"), conditions.COLUMN_FIELDS[field]
         if op == "exists":
             return f"({x} is not None)" if value else f"({x} is None)"
-        if op == "contains":
-            if kind != "text" or not isinstance(value, str):
-                return "False"
-            return f"({x} is not None and {value!r} in {x})"
-        if op in ("in", "nin"):
-            same = frozenset(v for v in value if self._same(kind, v))
+        if kind != "trait":
             if op == "in":
-                return f"({x} in {self.const(same)})" if same else "False"
-            return f"({x} is not None and {x} not in {self.const(same)})" if same else f"({x} is not None)"
-        if not self._same(kind, value):
-            return "False"
-        return f"({x} is not None and {x} {_PYOP[op]} {value!r})"
-
-    def trait(self, x: str, op: str, value) -> str:
-        num = f"(type({x}) is int or type({x}) is float)"
-        if op == "exists":
-            return f"({x} is not None)" if value else f"({x} is None)"
+                return f"({x} in {self.const(frozenset(value))})"
+            return f"({x} is not None and {x} {_PYOP[op]} {value!r})"
         if op == "contains":
-            if isinstance(value, str):
-                return f"((type({x}) is str or type({x}) is list) and {value!r} in {x})"
-            return (f"(type({x}) is list and any((type(i) is int or type(i) is float) and i == {value!r} "
-                    f"for i in {x}))")
-        if op in ("in", "nin"):
-            strs = frozenset(v for v in value if isinstance(v, str))
-            nums = frozenset(v for v in value if isinstance(v, (int, float)) and not isinstance(v, bool))
-            neg = "not " if op == "nin" else ""
-            parts = []
-            if strs or op == "nin":
-                parts.append(f"(type({x}) is str and {x} {neg}in {self.const(strs)})")
-            if nums or op == "nin":
-                parts.append(f"({num} and {x} {neg}in {self.const(nums)})")
-            return "(" + " or ".join(parts) + ")" if parts else "False"
+            return f"((type({x}) is str or type({x}) is list) and {value!r} in {x})"
+        if op == "in":
+            return f"(type({x}) is str and {x} in {self.const(frozenset(value))})"
         if isinstance(value, str):
             return f"(type({x}) is str and {x} {_PYOP[op]} {value!r})"
-        return f"({num} and {x} {_PYOP[op]} {value!r})"
+        return f"((type({x}) is int or type({x}) is float) and {x} {_PYOP[op]} {value!r})"
 
 
 _PYOP = {"eq": "==", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
-
-
-def _local_time(tz_name: str, fallback: str, now: datetime) -> dtime:
-    try:
-        return now.astimezone(ZoneInfo(tz_name)).time()
-    except (ZoneInfoNotFoundError, ValueError):
-        return now.astimezone(ZoneInfo(fallback)).time()
 
 
 def compile_hand(specs: list[PlaybookSpec]):
@@ -343,7 +283,7 @@ def compile_hand(specs: list[PlaybookSpec]):
                 start, end = dtime.fromisoformat(q["start"]), dtime.fromisoformat(q["end"])
                 s_, e_ = gen.const(start), gen.const(end)
                 qtz = q.get("timezone") or "UTC"
-                lt = f"_lt(UTZ or {qtz!r}, {qtz!r})"
+                lt = f"_lt(UTZ or {qtz!r})"
                 quiet = (f"({s_} <= {lt} < {e_})" if start <= end else f"({lt} >= {s_} or {lt} < {e_})")
                 checks.append(f"not {quiet}")
             checks.insert(0, "ch is not None")
@@ -358,18 +298,17 @@ def compile_hand(specs: list[PlaybookSpec]):
                 "CA = user.facts.created_at", "C = counts", "O = user.opted_out", "E = user.email",
                 "UTZ = user.timezone", "HF = history.for_user", "HL = history.last_for_user",
                 "HD = history.last_day", "_cache = {}",
-                "def _lt(name, fallback):",
-                "    t = _cache.get((name, fallback))",
-                "    if t is None:",
-                "        t = _cache[(name, fallback)] = _local_time(name, fallback, now)",
-                "    return t"]
+                "def _lt(name):",
+                "    if name not in _cache:",
+                "        _cache[name] = now.astimezone(ZoneInfo(name)).time()",
+                "    return _cache[name]"]
     # per-user values, computed once, in first-use order
     prologue += [f"{name} = {expr}" for name, expr in gen.locals.items()]
     prologue += ["matched = 0", "best_rank = best = act = chan = None"]
     epilogue = ["return matched, best, act or 'none', chan"]
     src = "def hand(user, counts, history, now):\n" + "\n".join(
         "    " + line for line in prologue + body + epilogue) + "\n"
-    namespace = {"_local_time": _local_time, **gen.consts}
+    namespace = {"ZoneInfo": ZoneInfo, **gen.consts}
     exec(compile(src, "<hand-written evaluator>", "exec"), namespace)
     return namespace["hand"]
 
@@ -384,17 +323,18 @@ def run(bench: h.Bench, args) -> int:
     specs = [PlaybookSpec(ids[i], pb["name"], pb["entry_conditions"], pb["exit_conditions"], pb["constraints"],
                           pb["strategy_hints"], rng.choice([None, None, 0.2, 0.5, 0.8]), pb["lifecycle_area"])
              for i, pb in enumerate(playbooks)]
-    clauses = event_clauses(playbooks)
-    users = make_users(args.contexts, SEED, clauses, ids, tenant_day_counts(SEED, ids))
+    clauses = sorted({c for pb in playbooks for key in ("entry_conditions", "exit_conditions")
+                      for c in conditions.event_clauses(pb[key])}, key=lambda c: (c[0], c[1] or 0))
+    users = make_users(args.contexts, SEED, clauses, ids)
     playbook_set, hand = PlaybookSet(specs), compile_hand(specs)
-    made = [decide(c.user, playbook_set, c.history, now=NOW, every=True) for c in users]
-    diffs = [(c.user.user_id, want, got) for c, m in zip(users, made)
-             if (got := hand(c.user, c.counts, c.history, NOW)) != (want := (m.matched_playbooks, m.playbook_id,
-                                                                            m.action, m.channel))]
+    made = [decide(user, playbook_set, history, now=NOW, every=True) for user, _, history in users]
+    diffs = [(user.user_id, want, got) for (user, counts, history), m in zip(users, made)
+             if (got := hand(user, counts, history, NOW)) != (want := (m.matched_playbooks, m.playbook_id,
+                                                                      m.action, m.channel))]
     probe = h.LoadProbe()
     times, _ = h.sides({
-        "decide": lambda: [decide(c.user, playbook_set, c.history, now=NOW, every=True) for c in users],
-        "hand": lambda: [hand(c.user, c.counts, c.history, NOW) for c in users]}, args.passes, 1)
+        "decide": lambda: [decide(user, playbook_set, history, now=NOW, every=True) for user, _, history in users],
+        "hand": lambda: [hand(user, counts, history, NOW) for user, counts, history in users]}, args.passes, 1)
     d, hd = (statistics.median(times[k]) / len(users) * 1e6 for k in ("decide", "hand"))
     print(f"\ndecide() over {N_PLAYBOOKS} playbooks ({len(clauses)} event clauses), {args.contexts} user contexts, "
           f"median of {args.passes} passes, interleaved; {probe.line()}")
