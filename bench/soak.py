@@ -35,7 +35,6 @@ BACKLOG_SQL = {
     "overdue": "SELECT count(*) FROM deliveries WHERE status IN ('pending', 'retrying') "
                "AND next_attempt_at < now() - interval '1 minute'",
     "delivered": "SELECT count(*) FROM deliveries WHERE status = 'delivered'",
-    "failed": "SELECT count(*) FROM deliveries WHERE status = 'failed'",
     "owed decisions": "SELECT count(*) FROM decision_requests",
 }
 
