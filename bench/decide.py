@@ -19,7 +19,7 @@ GOAL = 3.0
 SEED = 20261102
 N_PLAYBOOKS = 50
 STAGES, LOCALES, PLANS_T = h.names(h.STAGES), h.names(h.LOCALES), h.names(h.PLAN_TRAITS)
-TAGS, TIMEZONES, EVENT_NAMES = h.TAGS, h.TIMEZONES, h.EVENT_NAMES
+ROLES, TAGS, TIMEZONES, EVENT_NAMES = h.ROLES, h.TAGS, h.TIMEZONES, h.EVENT_NAMES
 EVENT_WEIGHTS = [30, 14, 11, 8, 5, 6, 6, 5, 3, 3, 3, 2, 2, 1.2, 1.2, 0.6, 0.8, 0.7, 0.2, 0.3]
 
 OPTIONS = """
@@ -127,8 +127,9 @@ def make_users(n: int, seed: int, clauses, playbook_ids: list[str]) -> list[tupl
                 rng.choices(["low", "medium", "high"], weights=[75, 20, 5])[0])
         engagement = round(100 * rnd(), 1)
         values = {
-            "email": f"user{i}@example.com" if rnd() < 0.9 else None,
+            "name": f"User {i}", "email": f"user{i}@example.com" if rnd() < 0.9 else None,
             "company": f"Company {i % 997}" if rnd() < 0.7 else None,
+            "role": rng.choice(ROLES) if rnd() < 0.8 else None,
             "locale": rng.choice(LOCALES) if rnd() < 0.85 else None, "lifecycle_stage": stage,
             "risk_level": risk, "team_size": min(2000, int(rng.paretovariate(1.1))) if rnd() < 0.75 else None,
             "health": round(100 * rnd(), 1), "activation_score": round(100 * rnd(), 1),
