@@ -12,15 +12,13 @@ import harness as h
 from tests.support.openai_server import OpenAIServer, model_answer, tool_call, tool_reply
 
 GOAL_MS = 5.0
+DELAY_MS = 300      # the slow model's time a call
 STEPS = ["get_customer", "list_options", "get_recent_events", "get_history"]
 
 OPTIONS = """
---users 400 users ingested (each decision takes a fresh one)
---decisions 150 decisions timed for the CPU per step
---delay-ms 300 the slow model's time per call, in milliseconds
---threads 0 decision threads of the throughput part (0: the worker's configured CS_WORKER_THREADS)
---slow-decisions 24 decisions per throughput run
---strict exit 1 when a goal is missed
+--decisions 150      >=1 decisions timed for the CPU per step
+--slow-decisions 24  >=1 decisions a throughput run (1 thread, then the worker's threads)
+--strict             exit 1 when a goal is missed
 """
 
 
@@ -41,7 +39,7 @@ def responder(delay_s: float):
     return answer
 
 
-def setup(bench: h.Bench, args, model: OpenAIServer):
+def setup(bench: h.Bench, users: int, model: OpenAIServer):
     from webapp import create_app
 
     dbname = bench.database()
@@ -55,9 +53,9 @@ def setup(bench: h.Bench, args, model: OpenAIServer):
         "constraints": {"channels": ["email", "in_app"]},
         "strategy_hints": {"goal": "create a first project", "message_template": "Hi {{name}}, welcome."}}).json["id"]
     client.put(f"/api/playbooks/{pid}/status", headers=auth, json={"status": "active"})
-    for start in range(0, args.users, 33):
+    for start in range(0, users, 33):
         events = []
-        for i in range(start, min(start + 33, args.users)):
+        for i in range(start, min(start + 33, users)):
             events += [{"user_id": f"u{i}", "event": "$identify", "properties": {"email": f"u{i}@x.io", "name": "Ada"}},
                        {"user_id": f"u{i}", "event": "page_viewed"}, {"user_id": f"u{i}", "event": "signed_up"}]
         resp = client.post("/api/track", headers=auth, json={"events": events})
@@ -115,24 +113,22 @@ def run(bench: h.Bench, args) -> int:
     model = OpenAIServer(keep_requests=False)
     bench.cleanups.append(model.close)
     model.responder = responder(0.0)
-    rt, tenant = setup(bench, args, model)
-    need = args.decisions + 2 * args.slow_decisions + 10
-    if args.users < need:
-        raise h.BenchError(f"--users must be at least {need}")
-    users = iter(f"u{i}" for i in range(args.users))
+    n_users = args.decisions + 2 * args.slow_decisions + 10    # each decision takes a fresh user
+    rt, tenant = setup(bench, n_users, model)
+    users = iter(f"u{i}" for i in range(n_users))
     take = lambda n: [next(users) for _ in range(n)]   # noqa: E731
     cpu_per_step(rt, tenant, take(10))                                    # warm-up
     fast = cpu_per_step(rt, tenant, take(args.decisions))
-    threads = args.threads or rt.settings.cs_worker_threads
-    model.responder = responder(args.delay_ms / 1000)
+    threads = rt.settings.cs_worker_threads
+    model.responder = responder(DELAY_MS / 1000)
     one = throughput(rt, tenant, take(args.slow_decisions), 1)
     many = throughput(rt, tenant, take(args.slow_decisions), threads)
     print(h.table([
         ["CPU per step (instant model)", f"{fast['cpu_ms_per_step']:.2f} ms", f"goal <= {GOAL_MS:g} ms"],
         ["wall per step (instant model)", f"{fast['wall_ms_per_step']:.2f} ms",
          f"{fast['steps']} steps over {fast['decisions']} decisions"],
-        [f"decisions/s, {args.delay_ms} ms model, 1 thread", f"{one:.2f}", "5 model calls a decision"],
-        [f"decisions/s, {args.delay_ms} ms model, {threads} threads", f"{many:.2f}", f"speed-up {many / one:.2f}x"],
+        [f"decisions/s, {DELAY_MS} ms model, 1 thread", f"{one:.2f}", "5 model calls a decision"],
+        [f"decisions/s, {DELAY_MS} ms model, {threads} threads", f"{many:.2f}", f"speed-up {many / one:.2f}x"],
     ], head=["measure", "value", "note"]))
     print(probe.line())
     missed = fast["cpu_ms_per_step"] > GOAL_MS or many / one < threads / 2

@@ -1,16 +1,12 @@
-"""Per-user decide() with 50 playbooks against generated if-statements, and the dry run over HTTP."""
+"""Per-user decide() with 50 playbooks against generated if-statements, in process."""
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, time as dtime, timedelta, timezone
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import harness as h
 from cs_daemon.engine import conditions
@@ -20,21 +16,15 @@ from cs_daemon.engine.decisions import (
 
 NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
 GOAL = 3.0
-PLAN = "scale"
+SEED = 20261102
 N_PLAYBOOKS = 50
 STAGES, LOCALES, PLANS_T = h.names(h.STAGES), h.names(h.LOCALES), h.names(h.PLAN_TRAITS)
 ROLES, TAGS, TIMEZONES, EVENT_NAMES = h.ROLES, h.TAGS, h.TIMEZONES, h.EVENT_NAMES
 EVENT_WEIGHTS = [30, 14, 11, 8, 5, 6, 6, 5, 3, 3, 3, 2, 2, 1.2, 1.2, 0.6, 0.8, 0.7, 0.2, 0.3]
 
 OPTIONS = """
---contexts 5000   >=10 user contexts timed in process
---passes 7        >=1 in-process passes over the contexts
---users 3000      >=10 users ingested over HTTP
---requests 3000   >=100 measured dry-run requests
---warmup 200      warm-up dry-run requests
---seed 20261102   seed of the playbooks and users
---skip-http       only the in-process part
---show-hand       print the generated hand-written evaluator
+--contexts 5000   >=10 user contexts
+--passes 7        >=1 passes over the contexts
 --strict          exit 1 when the goal is missed or decisions differ
 """
 
@@ -123,26 +113,15 @@ def make_playbooks(seed: int) -> list[dict]:
     return out
 
 
-def event_clauses(playbooks) -> list[tuple[str, float | None]]:
-    out: set = set()
-    for pb in playbooks:
-        out |= conditions.event_clauses(pb["entry_conditions"]) | conditions.event_clauses(pb["exit_conditions"])
-    return sorted(out, key=lambda c: (c[0], c[1] or 0))
-
-
-@dataclass
-class UserCase:
-    user: UserContext
-    counts: dict
-    history: History
-
-
-def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[str, int]) -> list[UserCase]:
+def make_users(n: int, seed: int, clauses, playbook_ids: list[str]) -> list[tuple[UserContext, dict, History]]:
+    """Users with their event counts a clause and their history; the tenant's count of the day."""
+    rng = random.Random(seed + 1)
+    day = {pid: rng.choice([0, 10, 60, 300]) for pid in playbook_ids}
     rng = random.Random(seed)
     rnd = rng.random
     out = []
     for i in range(n):
-        stage = rng.choices(STAGES, weights=[8, 20, 25, 22, 12, 8, 5])[0]
+        stage = rng.choices(STAGES, weights=h.weights(h.STAGES))[0]
         risk = (rng.choice(["high", "critical"]) if stage == "at_risk" else
                 rng.choice(["medium", "high", "critical"]) if stage in ("dormant", "churned") else
                 rng.choices(["low", "medium", "high"], weights=[75, 20, 5])[0])
@@ -158,7 +137,7 @@ def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[st
         }
         traits: dict = {}
         if rnd() < 0.95:
-            traits["plan"] = rng.choices(PLANS_T, weights=[40, 30, 20, 10])[0]
+            traits["plan"] = rng.choices(PLANS_T, weights=h.weights(h.PLAN_TRAITS))[0]
         r = rnd()
         if r < 0.8:
             traits["seats"] = min(5000, int(rng.paretovariate(0.9)))
@@ -188,13 +167,8 @@ def make_users(n: int, seed: int, clauses, playbook_ids: list[str], day: dict[st
         for pid in rng.sample(playbook_ids, rng.randrange(0, 4)):
             for_user[pid] = rng.randrange(1, 3)
             last_for_user[pid] = NOW - timedelta(hours=rng.expovariate(1 / 48))
-        out.append(UserCase(user, counts, History(for_user, last_for_user, day)))
+        out.append((user, counts, History(for_user, last_for_user, day)))
     return out
-
-
-def tenant_day_counts(seed: int, playbook_ids: list[str]) -> dict[str, int]:
-    rng = random.Random(seed + 1)
-    return {pid: rng.choice([0, 10, 60, 300]) for pid in playbook_ids}
 
 
 # --- the hand-written evaluator (generated) ---------------------------------------------------
@@ -236,73 +210,31 @@ class _Gen:
         return self.leaf(node["field"], node["op"], node["value"])
 
     def leaf(self, field: str, op: str, value) -> str:
+        """The ops these playbooks use, with the engine's semantics: null and a value of another
+        type never match; a trait's number is an int or a float, its tags a list or a string."""
         if field.startswith("traits."):
-            key = field[7:]
-            x = self.var("tr", f"T.get({key!r})")
-            return self.trait(x, op, value)
-        if field == "days_since_last_activity":
-            x = self.var("days", "None if LA is None else (now - LA).total_seconds() / 86400")
-            kind = "number"
-        elif field == "days_since_signup":
-            x = self.var("days", "None if CA is None else (now - CA).total_seconds() / 86400")
-            kind = "number"
+            x, kind = self.var("tr", f"T.get({field[7:]!r})"), "trait"
+        elif field in ("days_since_last_activity", "days_since_signup"):
+            at = "LA" if field == "days_since_last_activity" else "CA"
+            x, kind = self.var("days", f"None if {at} is None else (now - {at}).total_seconds() / 86400"), "number"
         else:
-            x = self.var("f", f"V.get({field!r})")
-            kind = conditions.COLUMN_FIELDS[field]
-        return self.column(x, kind, op, value)
-
-    @staticmethod
-    def _same(kind: str, v) -> bool:
-        return (kind == "number") == (isinstance(v, (int, float)) and not isinstance(v, bool))
-
-    def column(self, x: str, kind: str, op: str, value) -> str:
+            x, kind = self.var("f", f"V.get({field!r})"), conditions.COLUMN_FIELDS[field]
         if op == "exists":
             return f"({x} is not None)" if value else f"({x} is None)"
-        if op == "contains":
-            if kind != "text" or not isinstance(value, str):
-                return "False"
-            return f"({x} is not None and {value!r} in {x})"
-        if op in ("in", "nin"):
-            same = frozenset(v for v in value if self._same(kind, v))
+        if kind != "trait":
             if op == "in":
-                return f"({x} in {self.const(same)})" if same else "False"
-            return f"({x} is not None and {x} not in {self.const(same)})" if same else f"({x} is not None)"
-        if not self._same(kind, value):
-            return "False"
-        return f"({x} is not None and {x} {_PYOP[op]} {value!r})"
-
-    def trait(self, x: str, op: str, value) -> str:
-        num = f"(type({x}) is int or type({x}) is float)"
-        if op == "exists":
-            return f"({x} is not None)" if value else f"({x} is None)"
+                return f"({x} in {self.const(frozenset(value))})"
+            return f"({x} is not None and {x} {_PYOP[op]} {value!r})"
         if op == "contains":
-            if isinstance(value, str):
-                return f"((type({x}) is str or type({x}) is list) and {value!r} in {x})"
-            return (f"(type({x}) is list and any((type(i) is int or type(i) is float) and i == {value!r} "
-                    f"for i in {x}))")
-        if op in ("in", "nin"):
-            strs = frozenset(v for v in value if isinstance(v, str))
-            nums = frozenset(v for v in value if isinstance(v, (int, float)) and not isinstance(v, bool))
-            neg = "not " if op == "nin" else ""
-            parts = []
-            if strs or op == "nin":
-                parts.append(f"(type({x}) is str and {x} {neg}in {self.const(strs)})")
-            if nums or op == "nin":
-                parts.append(f"({num} and {x} {neg}in {self.const(nums)})")
-            return "(" + " or ".join(parts) + ")" if parts else "False"
+            return f"((type({x}) is str or type({x}) is list) and {value!r} in {x})"
+        if op == "in":
+            return f"(type({x}) is str and {x} in {self.const(frozenset(value))})"
         if isinstance(value, str):
             return f"(type({x}) is str and {x} {_PYOP[op]} {value!r})"
-        return f"({num} and {x} {_PYOP[op]} {value!r})"
+        return f"((type({x}) is int or type({x}) is float) and {x} {_PYOP[op]} {value!r})"
 
 
 _PYOP = {"eq": "==", "neq": "!=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
-
-
-def _local_time(tz_name: str, fallback: str, now: datetime) -> dtime:
-    try:
-        return now.astimezone(ZoneInfo(tz_name)).time()
-    except (ZoneInfoNotFoundError, ValueError):
-        return now.astimezone(ZoneInfo(fallback)).time()
 
 
 def compile_hand(specs: list[PlaybookSpec]):
@@ -352,7 +284,7 @@ def compile_hand(specs: list[PlaybookSpec]):
                 start, end = dtime.fromisoformat(q["start"]), dtime.fromisoformat(q["end"])
                 s_, e_ = gen.const(start), gen.const(end)
                 qtz = q.get("timezone") or "UTC"
-                lt = f"_lt(UTZ or {qtz!r}, {qtz!r})"
+                lt = f"_lt(UTZ or {qtz!r})"
                 quiet = (f"({s_} <= {lt} < {e_})" if start <= end else f"({lt} >= {s_} or {lt} < {e_})")
                 checks.append(f"not {quiet}")
             checks.insert(0, "ch is not None")
@@ -367,176 +299,53 @@ def compile_hand(specs: list[PlaybookSpec]):
                 "CA = user.facts.created_at", "C = counts", "O = user.opted_out", "E = user.email",
                 "UTZ = user.timezone", "HF = history.for_user", "HL = history.last_for_user",
                 "HD = history.last_day", "_cache = {}",
-                "def _lt(name, fallback):",
-                "    t = _cache.get((name, fallback))",
-                "    if t is None:",
-                "        t = _cache[(name, fallback)] = _local_time(name, fallback, now)",
-                "    return t"]
+                "def _lt(name):",
+                "    if name not in _cache:",
+                "        _cache[name] = now.astimezone(ZoneInfo(name)).time()",
+                "    return _cache[name]"]
     # per-user values, computed once, in first-use order
     prologue += [f"{name} = {expr}" for name, expr in gen.locals.items()]
     prologue += ["matched = 0", "best_rank = best = act = chan = None"]
     epilogue = ["return matched, best, act or 'none', chan"]
     src = "def hand(user, counts, history, now):\n" + "\n".join(
         "    " + line for line in prologue + body + epilogue) + "\n"
-    namespace = {"_local_time": _local_time, **gen.consts}
+    namespace = {"ZoneInfo": ZoneInfo, **gen.consts}
     exec(compile(src, "<hand-written evaluator>", "exec"), namespace)
-    return namespace["hand"], src
-
-
-# --- in-process timing ---------------------------------------------------------------------
-
-def in_process(specs: list[PlaybookSpec], users: list[UserCase], passes: int) -> dict:
-    playbooks = PlaybookSet(specs)
-    hand, src = compile_hand(specs)
-    made = [decide(c.user, playbooks, c.history, now=NOW, every=True) for c in users]
-    diffs = [(c.user.user_id, want, got) for c, m in zip(users, made)
-             if (got := hand(c.user, c.counts, c.history, NOW)) != (want := (m.matched_playbooks, m.playbook_id,
-                                                                            m.action, m.channel))]
-    times, _ = h.sides({"decide": lambda: [decide(c.user, playbooks, c.history, now=NOW, every=True) for c in users],
-                        "hand": lambda: [hand(c.user, c.counts, c.history, NOW) for c in users]}, passes, 1)
-    return {"stats": {k: [t / len(users) * 1e6 for t in v] for k, v in times.items()}, "diffs": diffs, "src": src,
-            "picked": sum(m.playbook_id is not None for m in made),
-            "matched": statistics.fmean(m.matched_playbooks for m in made)}
-
-
-# --- over HTTP ---------------------------------------------------------------------------------
-
-def track_batches(n_users: int, seed: int, real_now: datetime) -> tuple[list[dict], int]:
-    """POST /api/track bodies (100 events each) for n_users users."""
-    rng = random.Random(seed + 7)
-    events: list[dict] = []
-    for i in range(n_users):
-        uid = f"user-{i:06d}"
-        t0 = real_now - timedelta(days=rng.uniform(1, 60))
-        traits = {"name": f"User {i}", "company": f"Company {i % 997}", "role": rng.choice(ROLES),
-                  "team_size": min(2000, int(rng.paretovariate(1.1)))}
-        if rng.random() < 0.9:
-            traits["email"] = f"user{i}@example.com"
-        if rng.random() < 0.95:
-            traits["plan"] = rng.choices(PLANS_T, weights=[40, 30, 20, 10])[0]
-        traits["seats"] = min(5000, int(rng.paretovariate(0.9))) if rng.random() < 0.85 else "12"
-        if rng.random() < 0.7:
-            traits["tags"] = rng.sample(TAGS, int(rng.random() * 4))
-        if rng.random() < 0.4:
-            traits["timezone"] = rng.choice(TIMEZONES)
-        evs = [{"user_id": uid, "event": "$identify", "properties": traits, "timestamp": t0.isoformat()}]
-        if rng.random() < 0.7:
-            evs.append({"user_id": uid, "event": "$locale", "properties": {"locale": rng.choice(LOCALES)},
-                        "timestamp": t0.isoformat()})
-        n = int(min(120, 3 + rng.lognormvariate(2.3, 0.8)))
-        span = max(0.0, (real_now - t0).total_seconds() - 60)
-        quiet = rng.expovariate(1 / 5) * 86400   # days since the last event
-        for _ in range(n):
-            at = t0 + timedelta(seconds=rng.uniform(0, max(1.0, span - quiet)))
-            evs.append({"user_id": uid, "event": rng.choices(EVENT_NAMES, weights=EVENT_WEIGHTS)[0],
-                        "properties": {}, "timestamp": at.isoformat()})
-        for k, e in enumerate(evs):
-            e["idempotency_key"] = f"{uid}-{k}"
-        events += evs
-    return [{"events": events[k:k + 100]} for k in range(0, len(events), 100)], len(events)
-
-
-def http_part(bench: h.Bench, args, playbooks: list[dict]) -> dict:
-    db = bench.database()
-    tenant = bench.tenant(db, PLAN, unlimited=True)
-    srv, _ = bench.api(db, {"Authorization": f"Bearer {tenant.key}"}, PLAN, CS_LOG_LEVEL="WARNING")
-    api, out = h.Api(srv.url(), tenant.key), {}
-
-    def create(pb: dict) -> None:
-        made = api.call("POST", "/api/playbooks", pb, 201)
-        api.call("PUT", f"/api/playbooks/{made['id']}/status", {"status": "active"})
-
-    out["playbooks_s"], _ = h.timed(lambda: [create(pb) for pb in playbooks])
-    bodies, out["ingest_events"] = track_batches(args.users, args.seed, datetime.now(timezone.utc))
-
-    def track(body):
-        if api.call("POST", "/api/track", body).get("over_limit"):
-            raise h.BenchError("POST /api/track: events over the tracked-user limit")
-
-    with ThreadPoolExecutor(2) as pool:
-        out["ingest_s"], _ = h.timed(lambda: list(pool.map(track, bodies)))
-    out["ingest_requests"] = len(bodies)
-    stats = api.call("GET", "/api/customers/stats")
-    if stats.get("stats", {}).get("total") != args.users:
-        raise h.BenchError(f"expected {args.users} customers after ingest, the API counts {stats}")
-    user_ids = [f"user-{i:06d}" for i in range(args.users)]
-    rng = random.Random(args.seed + 3)
-    sample = api.call("POST", "/api/interventions/dry-run", {"user_id": user_ids[0]})
-    if len(sample["rules"]) != N_PLAYBOOKS:
-        raise h.BenchError(f"dry-run lists {len(sample['rules'])} rules, expected {N_PLAYBOOKS}")
-    for _ in range(args.warmup):
-        api.call("POST", "/api/interventions/dry-run", {"user_id": rng.choice(user_ids)})
-    probe, lat, actions, matched, sizes = h.LoadProbe(), [], {}, [], []
-    url, perf = srv.url("/api/interventions/dry-run"), time.perf_counter
-    t_all = perf()
-    for _ in range(args.requests):
-        uid = rng.choice(user_ids)
-        t0 = perf()
-        resp = api.session.post(url, json={"user_id": uid}, headers=api.headers, timeout=30)
-        body = resp.content
-        t1 = perf()
-        if resp.status_code != 200:
-            raise h.BenchError(f"dry-run: HTTP {resp.status_code}: {body[:300]!r}")
-        lat.append(t1 - t0)
-        data = json.loads(body)
-        actions[data["decision"]["action"]] = actions.get(data["decision"]["action"], 0) + 1
-        matched.append(data["context"]["matched_playbooks"])
-        sizes.append(len(body))
-    out.update(wall=perf() - t_all, load=probe.line(), lat=h.summary(lat), actions=actions,
-               matched=statistics.fmean(matched), bytes=statistics.fmean(sizes))
-    srv.check()
-    return out
+    return namespace["hand"]
 
 
 def run(bench: h.Bench, args) -> int:
-    playbooks = make_playbooks(args.seed)
+    playbooks = make_playbooks(SEED)
     for pb in playbooks:
         conditions.validate(pb["entry_conditions"])
         conditions.validate(pb["exit_conditions"])
     ids = [f"pb-{i:02d}" for i in range(N_PLAYBOOKS)]
-    rng = random.Random(args.seed + 11)
+    rng = random.Random(SEED + 11)
     specs = [PlaybookSpec(ids[i], pb["name"], pb["entry_conditions"], pb["exit_conditions"], pb["constraints"],
                           pb["strategy_hints"], rng.choice([None, None, 0.2, 0.5, 0.8]), pb["lifecycle_area"])
              for i, pb in enumerate(playbooks)]
-    clauses = event_clauses(playbooks)
-    users = make_users(args.contexts, args.seed, clauses, ids, tenant_day_counts(args.seed, ids))
-    h.say(f"in process: {N_PLAYBOOKS} playbooks, {args.contexts} user contexts, {args.passes} passes")
+    clauses = sorted({c for pb in playbooks for key in ("entry_conditions", "exit_conditions")
+                      for c in conditions.event_clauses(pb[key])}, key=lambda c: (c[0], c[1] or 0))
+    users = make_users(args.contexts, SEED, clauses, ids)
+    playbook_set, hand = PlaybookSet(specs), compile_hand(specs)
+    made = [decide(user, playbook_set, history, now=NOW, every=True) for user, _, history in users]
+    diffs = [(user.user_id, want, got) for (user, counts, history), m in zip(users, made)
+             if (got := hand(user, counts, history, NOW)) != (want := (m.matched_playbooks, m.playbook_id,
+                                                                      m.action, m.channel))]
     probe = h.LoadProbe()
-    ip, ip_load = in_process(specs, users, args.passes), probe.line()
-    if args.show_hand:
-        print(ip["src"])
-    http = None if args.skip_http else http_part(bench, args, playbooks)
-
-    st = ip["stats"]
-    d, hd = (statistics.median(st[k]) for k in ("decide", "hand"))
-    print(f"\nDecisions: {N_PLAYBOOKS} active playbooks, {len(clauses)} distinct event clauses, "
-          f"{sum(1 for pb in playbooks if pb['exit_conditions'])} with exit conditions")
-    print(f"  in process: {args.contexts} user contexts (Facts with precomputed event counts), median of "
-          f"{args.passes} passes, interleaved; {ip_load}")
-    print(f"  per user: {ip['matched']:.1f} playbooks match on average; {ip['picked']} of {args.contexts} users "
-          f"get an action\n")
-    print(h.table([["decide(..., every=True)", f"{d:.1f}", "1.00", ""],
-                   ["hand-written: all 50, matched count + best", f"{hd:.1f}", f"{d / hd:.2f}", "(decide / hand)"]],
-                  ["method", "us/user", "ratio", ""], "<>><"))
-    print("  per-pass spread (min-max us/user): " + ", ".join(f"{k} {min(v):.1f}-{max(v):.1f}" for k, v in st.items()))
-    agree = not ip["diffs"]
+    times, _ = h.sides({
+        "decide": lambda: [decide(user, playbook_set, history, now=NOW, every=True) for user, _, history in users],
+        "hand": lambda: [hand(user, counts, history, NOW) for user, counts, history in users]}, args.passes, 1)
+    d, hd = (statistics.median(times[k]) / len(users) * 1e6 for k in ("decide", "hand"))
+    print(f"\ndecide() over {N_PLAYBOOKS} playbooks ({len(clauses)} event clauses), {args.contexts} user contexts, "
+          f"median of {args.passes} passes, interleaved; {probe.line()}")
+    print(h.table([["decide(..., every=True)", f"{d:.1f}", "1.00"],
+                   ["hand-written: all 50, matched count + best", f"{hd:.1f}", f"{d / hd:.2f}"]],
+                  ["method", "us/user", "decide / hand"]))
     print(f"  same decision (playbook, action, channel, matched count) for every user: "
-          f"{'yes' if agree else 'NO: ' + str(ip['diffs'][:3])}")
+          f"{'yes' if not diffs else 'NO: ' + str(diffs[:3])}")
     print(f"  goal: decide <= {GOAL:.0f}x hand-written: {d / hd:.2f} ({'met' if d / hd <= GOAL else 'NOT met'})")
-    if http:
-        lat = http["lat"]
-        print(f"\n  HTTP: POST /api/interventions/dry-run, gunicorn 2 sync workers, production mode "
-              f"(PostgreSQL + Redis), plan {PLAN}")
-        print(f"    setup: 50 playbooks created + activated in {http['playbooks_s']:.1f} s; "
-              f"{args.users} users / {http['ingest_events']:,} events ingested in "
-              f"{http['ingest_requests']} POST /api/track in {http['ingest_s']:.1f} s")
-        print(f"    {lat['n']} measured requests after {args.warmup} warm-up, one sequential client, random users; "
-              f"{http['load']}")
-        print("    latency ms: " + "  ".join(f"{k} {lat[k]:.2f}" for k in ("p50", "p95", "p99", "mean", "max"))
-              + f";  {lat['n'] / http['wall']:.0f} req/s")
-        print(f"    responses: {http['actions']}, {http['matched']:.1f} matched playbooks and "
-              f"{http['bytes'] / 1024:.1f} KiB on average")
-    return 1 if args.strict and (d / hd > GOAL or not agree) else 0
+    return 1 if args.strict and (d / hd > GOAL or diffs) else 0
 
 
 if __name__ == "__main__":

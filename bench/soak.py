@@ -1,8 +1,8 @@
 """Soak: steady mixed load on `cs serve` in production mode for --minutes; memory and backlog trend.
 
-The verdict: after the warm-up no process's RSS grows more than --growth-mb and
---growth-pct (first sample after the warm-up to the mean of the last three), and the
-overdue deliveries and queued messages end at most --backlog-slack above their median."""
+The verdict: after the warm-up no process's RSS grows more than GROWTH_MB and GROWTH_PCT (first
+sample after the warm-up to the mean of the last three), and the overdue deliveries and queued
+messages end at most BACKLOG_SLACK above their median."""
 
 from __future__ import annotations
 
@@ -21,26 +21,20 @@ from tests.support.smtp_server import Mailbox
 from tests.support.workload import Driver, Workload
 
 OPTIONS = """
---minutes 30        length of the run
---every 60          seconds between two samples
---warmup 3          minutes of warm-up, not judged
---rate 4.0          units of work a second (one a tracked batch of 5, an approved intervention or a dispatch)
---threads 2         client threads
---web-processes 2   CS_WEB_PROCESSES
---worker-processes 1  CS_WORKER_PROCESSES
---worker-threads 4  CS_WORKER_THREADS
---growth-mb 16      memory growth allowed after the warm-up, MB (with --growth-pct)
---growth-pct 10     memory growth allowed after the warm-up, % (with --growth-mb)
---backlog-slack 50  backlog allowed above its median after the warm-up
---strict            exit 1 when the verdict is not ok
+--minutes 30  >=1 length of the run
+--strict      exit 1 when the verdict is not ok
 """
+RATE = 4.0              # units of work a second (one a tracked batch of 5, an approved intervention or a dispatch)
+THREADS = 2             # client threads
+DAEMON = {"CS_WEB_PROCESSES": "2", "CS_WORKER_PROCESSES": "1", "CS_WORKER_THREADS": "4"}
+GROWTH_MB, GROWTH_PCT = 16, 10
+BACKLOG_SLACK = 50
 
 BACKLOG_SQL = {
     "open": "SELECT count(*) FROM deliveries WHERE status IN ('pending', 'retrying')",
     "overdue": "SELECT count(*) FROM deliveries WHERE status IN ('pending', 'retrying') "
                "AND next_attempt_at < now() - interval '1 minute'",
     "delivered": "SELECT count(*) FROM deliveries WHERE status = 'delivered'",
-    "failed": "SELECT count(*) FROM deliveries WHERE status = 'failed'",
     "owed decisions": "SELECT count(*) FROM decision_requests",
 }
 
@@ -83,7 +77,7 @@ class Sampler:
             if pid not in self.pids[role]:
                 self.pids[role].append(pid)
         ns = f"{self.prefix}:dramatiq"
-        row["queued"] = sum(self.redis.llen(f"{ns}:{q}") for q in ("default",))
+        row["queued"] = self.redis.llen(f"{ns}:default")
         row["delayed"] = self.redis.zcard(f"{ns}:default.DQ")
         with psycopg.connect(h.conninfo(self.db), autocommit=True, connect_timeout=5) as conn:
             for name, sql in BACKLOG_SQL.items():
@@ -116,11 +110,11 @@ def slopes(rows: list[dict], roles_: list[str], warmup: float) -> dict[str, floa
     return out
 
 
-def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
+def verdict(rows: list[dict], pids: dict[str, list[int]], warmup: float) -> list[str]:
     """The problems found (none: ok)."""
-    judged = [r for r in rows if r["minute"] > args.warmup]
+    judged = [r for r in rows if r["minute"] > warmup]
     if len(judged) < 4:
-        return [f"too short to judge: {len(judged)} samples after the {args.warmup}-minute warm-up (need 4)"]
+        return [f"too short to judge: {len(judged)} samples after the {warmup}-minute warm-up (need 4)"]
     problems = []
     for role, seen in pids.items():
         if len(seen) > 1:
@@ -128,11 +122,11 @@ def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
             continue
         first = judged[0].get(role)
         last = statistics.fmean(r.get(role) or 0 for r in judged[-3:])
-        if first and last - first > args.growth_mb and last > first * (1 + args.growth_pct / 100):
+        if first and last - first > GROWTH_MB and last > first * (1 + GROWTH_PCT / 100):
             problems.append(f"{role}: RSS {first:.1f} -> {last:.1f} MB after the warm-up")
     for name in ("overdue", "queued"):
         median = statistics.median(r[name] for r in judged)
-        if judged[-1][name] > median + args.backlog_slack:
+        if judged[-1][name] > median + BACKLOG_SLACK:
             problems.append(f"{name} backlog grows: {judged[-1][name]} at the end, median {median:.0f}")
     if judged[-1]["overdue"]:
         problems.append(f"{judged[-1]['overdue']} deliveries overdue more than a minute at the end")
@@ -142,43 +136,36 @@ def verdict(rows: list[dict], pids: dict[str, list[int]], args) -> list[str]:
 
 
 def run(bench: h.Bench, args) -> int:
+    every, warmup = min(60.0, args.minutes * 6.0), min(3.0, args.minutes / 5)    # seconds, minutes
     db = bench.database()
     tenant = bench.tenant(db, "scale")
     hooks, actions, mailbox = Receiver(), Receiver(), Mailbox()
     bench.cleanups += [hooks.close, actions.close, mailbox.close]
-    daemon = bench.serve(db, CS_WEB_PROCESSES=str(args.web_processes), CS_WORKER_PROCESSES=str(args.worker_processes),
-                         CS_WORKER_THREADS=str(args.worker_threads), CS_STREAM_SLOTS="16", SMTP_URL=mailbox.url,
-                         ALLOW_PRIVATE_WEBHOOK_URLS="1", CS_LOG_LEVEL="WARNING")
+    daemon = bench.serve(db, **DAEMON, CS_STREAM_SLOTS="16", SMTP_URL=mailbox.url, ALLOW_PRIVATE_WEBHOOK_URLS="1",
+                         CS_LOG_LEVEL="WARNING")
     load = Workload([daemon.url()], tenant.key)
     load.setup(hooks_url=hooks.url, actions_url=actions.url)
     sampler = Sampler(daemon, db, bench.prefix, load)
-    h.say(f"soak: {args.minutes} min at {args.rate}/s over {args.threads} threads, a sample every {args.every} s")
-    driver = Driver(load, threads=args.threads, pause=args.threads / args.rate).start()
-    began, printed = time.monotonic(), False
+    h.say(f"soak: {args.minutes} min at {RATE}/s over {THREADS} threads, a sample every {every:g} s")
+    driver = Driver(load, threads=THREADS, pause=THREADS / RATE).start()
+    began = time.monotonic()
     try:
-        for n in range(1, int(args.minutes * 60 / args.every) + 1):
-            time.sleep(max(0.0, began + n * args.every - time.monotonic()))
+        for n in range(1, int(args.minutes * 60 / every) + 1):
+            time.sleep(max(0.0, began + n * every - time.monotonic()))
             daemon.check("the soak")
-            row = sampler.sample(n * args.every / 60)
-            memory = [k for k in row if k in sampler.pids]
-            line = show([row], memory).splitlines()
-            h.say("\n".join(line if not printed else line[1:]))
-            printed = True
+            row = sampler.sample(round(n * every / 60, 2))
+            line = show([row], [k for k in row if k in sampler.pids]).splitlines()
+            h.say("\n".join(line if n == 1 else line[1:]))
     finally:
         driver.stop()
     memory = list(sampler.pids)
-    problems = verdict(sampler.rows, sampler.pids, args)
-    print(f"\nsoak: {args.minutes} min of mixed load at {args.rate} units/s on cs serve (production mode: "
-          f"{args.web_processes} API processes, {args.worker_processes} x {args.worker_threads} job threads); "
-          f"load average now {os.getloadavg()[0]:.2f} on {h.CPUS} CPUs")
+    problems = verdict(sampler.rows, sampler.pids, warmup)
+    print(f"\nsoak: {args.minutes} min of mixed load at {RATE} units/s on cs serve (production mode: "
+          f"{DAEMON['CS_WEB_PROCESSES']} API processes, {DAEMON['CS_WORKER_PROCESSES']} x "
+          f"{DAEMON['CS_WORKER_THREADS']} job threads); load average now {os.getloadavg()[0]:.2f} on {h.CPUS} CPUs")
     print(show(sampler.rows, memory))
-    trend = slopes(sampler.rows, memory, args.warmup)
-    print("  RSS trend after the warm-up, MB an hour: "
-          + ", ".join(f"{role} {mb_h:+.1f}" for role, mb_h in trend.items()))
-    acked = load.acked
-    print(f"  acknowledged: {len(acked.events)} events, {len(acked.interventions)} interventions approved, "
-          f"{len(acked.actions)} dispatches; answers {dict(load.answers)}; received: webhooks "
-          f"{len(hooks.requests)}, dispatches {len(actions.requests)}, mails {len(mailbox.received)}")
+    print(f"  RSS trend after the {warmup:g}-minute warm-up, MB an hour: "
+          + ", ".join(f"{role} {mb_h:+.1f}" for role, mb_h in slopes(sampler.rows, memory, warmup).items()))
     print("verdict: " + ("ok (no memory growth beyond the warm-up, no growing backlog)" if not problems
                          else "NOT ok: " + "; ".join(problems)))
     return 1 if problems and args.strict else 0
