@@ -264,5 +264,5 @@ def add_missing_headers(resp: Response, values: dict[str, str]) -> None:
 def error_response(exc: ServiceError) -> Response:
     resp = Response(json.dumps(exc.body()), status=exc.status, mimetype="application/json")
     if exc.status == 401:
-        resp.headers["WWW-Authenticate"] = 'Bearer realm="api"'
+        resp.headers["WWW-Authenticate"] = "Bearer"    # as docs/api.md gives it
     return resp
