@@ -48,7 +48,9 @@ class Endpoint:
 
     @property
     def flask_path(self) -> str:
-        return _PARAM.sub(r"<\1>", self.path)
+        # a user id is any string the tenant sent in its events, "org/7" too (its %2F
+        # reaches the router as "/"), so `{user_id}` takes the rest of the path
+        return _PARAM.sub(lambda m: f"<path:{m[1]}>" if m[1] == "user_id" else f"<{m[1]}>", self.path)
 
     @property
     def name(self) -> str:
@@ -264,5 +266,5 @@ def add_missing_headers(resp: Response, values: dict[str, str]) -> None:
 def error_response(exc: ServiceError) -> Response:
     resp = Response(json.dumps(exc.body()), status=exc.status, mimetype="application/json")
     if exc.status == 401:
-        resp.headers["WWW-Authenticate"] = 'Bearer realm="api"'
+        resp.headers["WWW-Authenticate"] = "Bearer"    # as docs/api.md gives it
     return resp

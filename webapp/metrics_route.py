@@ -26,7 +26,7 @@ def scrape() -> Response:
     given = bearer_token() or ""
     if not hmac.compare_digest(given.encode(), wanted.encode()):
         resp = _json({"error": "missing or wrong metrics token (CS_METRICS_TOKEN)", "code": "unauthorized"}, 401)
-        resp.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        resp.headers["WWW-Authenticate"] = "Bearer"    # as docs/operations.md gives it
         return resp
     return Response(metrics_scrape.exposition(rt), status=200, content_type=metrics.CONTENT_TYPE)
 

@@ -6,6 +6,7 @@ token named one). docs/operations.md, "Logs"."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 from flask import Flask, Response, g, request
@@ -13,12 +14,13 @@ from flask import Flask, Response, g, request
 from cs_daemon import logs, metrics
 
 HEADER = "X-Request-Id"
+_CONVERTER = re.compile(r"<\w+:")   # `<path:user_id>` is labelled `<user_id>`
 access = logging.getLogger("webapp.access")
 
 
 def _count(status: int, seconds: float) -> None:
     """Requests by their URL rule (not the raw path: ids would make a series each)."""
-    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    route = _CONVERTER.sub("<", request.url_rule.rule) if request.url_rule is not None else "unmatched"
     try:
         metrics.REQUESTS.labels(method=request.method, route=route, status=str(status)).inc()
         metrics.LATENCY.labels(method=request.method, route=route).observe(seconds)

@@ -12,15 +12,22 @@ class DryRunRequest(Wire):
     user_id: str = Field(min_length=1, max_length=255)
 
 
+def _absent_when_none(value) -> bool:
+    return value is None
+
+
 class DecisionPublic(Wire):
+    """The dry run's `decision`: `action` always; the others are strings (confidence a
+    number), never null, so one the decision has no value for is left out (docs/api.md,
+    "Other choices where the documents are silent")."""
     action: str
-    playbook_id: str | None = None
-    channel: str | None = None
-    reasoning: str | None = None
-    reason: str | None = None
-    confidence: float | None = None
-    severity: str | None = None
-    action_type: str | None = None
+    playbook_id: str | None = Field(None, exclude_if=_absent_when_none)
+    channel: str | None = Field(None, exclude_if=_absent_when_none)
+    reasoning: str | None = Field(None, exclude_if=_absent_when_none)
+    reason: str | None = Field(None, exclude_if=_absent_when_none)
+    confidence: float | None = Field(None, exclude_if=_absent_when_none)
+    severity: str | None = Field(None, exclude_if=_absent_when_none)
+    action_type: str | None = Field(None, exclude_if=_absent_when_none)
 
 
 class DecisionContext(Wire):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import EmailStr, Field, field_validator, model_validator
+from pydantic import EmailStr, Field, StrictBool, field_validator, model_validator
 
 from ..external.schemas import NAME_RE
 from ..schemas import Wire
@@ -125,7 +125,7 @@ class IntegrationList(Wire):
 
 class ShareBody(Wire):
     tenant_ids: list[str] | None = Field(None, min_length=1, max_length=1000)
-    all: bool = False
+    all: StrictBool = False
 
     @model_validator(mode="after")
     def _one_target(self) -> "ShareBody":

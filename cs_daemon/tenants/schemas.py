@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from ..schemas import Wire
 
@@ -63,7 +63,8 @@ class SettingsUpdate(Wire):
     name: str | None = Field(None, min_length=1, max_length=200)
     config: dict[str, Any] | None = None
     approvalMode: Literal["suggest_only", "semi_auto", "full_auto"] | None = None
-    onboardingCompleted: bool | None = None
+    # request booleans are JSON booleans: "yes", "true" or 1 is a 400 (docs/api.md, "Errors")
+    onboardingCompleted: StrictBool | None = None
 
 
 class SettingsUpdated(Wire):
@@ -76,7 +77,7 @@ class Updated(Wire):
 
 
 class FlagUpdate(Wire):
-    active: bool
+    active: StrictBool
 
 
 class KillSwitchState(Wire):
@@ -92,7 +93,7 @@ class ApiKeyCreate(Wire):
     label: str | None = Field(None, max_length=200)
     role: Role = "viewer"
     permissions: list[Permission] = Field(default_factory=lambda: ["read"], min_length=1)
-    test: bool = False
+    test: StrictBool = False
 
 
 class ApiKeyIssued(Wire):

@@ -51,10 +51,13 @@ class Deleted(Wire):
 
 
 class TestResult(Wire):
+    """`success` always; `status`, `status_text` and `error` only when the attempt has one:
+    they are a number and strings, never null (docs/api.md, "Other choices where the
+    documents are silent")."""
     success: bool
-    status: int | None = None
-    status_text: str | None = None
-    error: str | None = None
+    status: int | None = Field(None, exclude_if=lambda v: v is None)
+    status_text: str | None = Field(None, exclude_if=lambda v: v is None)
+    error: str | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class TestResponse(Wire):

@@ -17,6 +17,12 @@ def test_missing_and_malformed_keys_are_401_with_www_authenticate(client):
         assert resp.headers["WWW-Authenticate"].startswith("Bearer")
 
 
+def test_401_challenge_is_exactly_bearer(client):
+    # decisions and docs/api.md give the header as `WWW-Authenticate: Bearer`
+    for headers in ({}, auth("rt_test_" + "a" * 32)):
+        assert client.get("/api/playbooks", headers=headers).headers["WWW-Authenticate"] == "Bearer"
+
+
 def test_revoked_key_gets_401(client, tenant):
     key = tenant.issue("editor", ["full"])
     assert client.get("/api/settings", headers=auth(key)).status_code == 200

@@ -87,6 +87,15 @@ def test_detail_of_unknown_or_foreign_user_is_404(client, tenant, make_tenant):
         assert resp.status_code == 404 and resp.json["code"] == "not_found"
 
 
+def test_detail_of_a_user_id_with_a_slash(client, tenant):
+    # the path id is the user id as sent in events, any string: "org/7" too
+    _track(client, tenant.key, {"user_id": "org/7", "event": "x"})
+    resp = client.get("/api/customers/org%2F7", headers=auth(tenant.key))
+    assert resp.status_code == 200 and resp.json["customer"]["id"] == "org/7"
+    assert client.get("/api/customers/org%2F8", headers=auth(tenant.key)).json["code"] == "not_found"
+    assert client.get("/api/customers/stats", headers=auth(tenant.key)).json["stats"]["total"] == 1
+
+
 def test_list_pages_with_a_cursor(client, tenant, clock):
     for i in range(5):
         _track(client, tenant.key, {"user_id": f"u{i}", "event": "x"})

@@ -53,6 +53,16 @@ def test_dry_run_says_why_none(client, tenant):
     client.post("/api/track", headers=h, json={"events": [{"user_id": "u2", "event": "x"}]})
     body = client.post("/api/interventions/dry-run", headers=h, json={"user_id": "u2"}).json
     assert body["decision"]["action"] == "none" and body["decision"]["reason"] == "no active playbooks"
+    # the spec types the decision's fields as strings and a number, none nullable: a field
+    # without a value is left out, never null (docs/api.md, "Other choices")
+    assert body["decision"] == {"action": "none", "reason": "no active playbooks"}
+
+
+def test_dry_run_decision_that_sends_has_no_null_field(client, tenant):
+    _setup(client, tenant)
+    d = client.post("/api/interventions/dry-run", headers=auth(tenant.key), json={"user_id": "u1"}).json["decision"]
+    assert d["action"] == "send" and None not in d.values()
+    assert {"playbook_id", "channel", "reasoning", "confidence"} <= set(d) and "reason" not in d
 
 
 def test_dry_run_unknown_user_is_404_and_needs_decide(client, tenant, make_tenant):

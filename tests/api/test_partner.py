@@ -275,7 +275,8 @@ def test_sharing_with_a_foreign_id_shares_with_nobody(client, agency, make_tenan
     assert made["id"] not in _platform_ids(client, foreign.key)
     assert client.post(f"/api/partner/integrations/{UNKNOWN}/share", headers=auth(key),
                        json={"all": True}).status_code == 404
-    for body in ({}, {"tenant_ids": []}, {"tenant_ids": ["x"], "all": True}, {"all": False}):
+    for body in ({}, {"tenant_ids": []}, {"tenant_ids": ["x"], "all": True}, {"all": False},
+                 {"all": "yes"}, {"all": 1}):   # `all` is a JSON boolean
         assert client.post(share, headers=auth(key), json=body).status_code == 400, body
 
 

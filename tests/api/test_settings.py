@@ -43,6 +43,8 @@ def test_patch_settings_merges_config(client, tenant):
     ({"approvalMode": "yolo"}, "approvalMode"),
     ({"config": "not an object"}, "config"),
     ({"onboardingCompleted": "maybe"}, "onboardingCompleted"),
+    ({"onboardingCompleted": "yes"}, "onboardingCompleted"),
+    ({"onboardingCompleted": 1}, "onboardingCompleted"),
     ({"config": {"crm_webhook_url": "https://crm.example/hook"}}, "config.crm_webhook_secret"),
 ])
 def test_patch_settings_rejects_bad_input_and_changes_nothing(client, tenant, payload, field):
@@ -81,6 +83,26 @@ def test_flags_work_for_admin_and_are_refused_to_editor(client, tenant, path, fi
     assert resp.status_code == 200 and resp.json[field] is False
     resp = client.put(path, json={}, headers=auth(tenant.key))
     assert resp.status_code == 400 and resp.json["details"][0]["field"] == "active"
+
+
+@pytest.mark.parametrize("path, field", [("/api/settings/kill-switch", "kill_switch_active"),
+                                         ("/api/settings/shadow-mode", "shadow_mode")])
+@pytest.mark.parametrize("value", ["yes", "true", 1, 0, None])
+def test_flags_take_only_a_json_boolean(client, tenant, path, field, value):
+    # `active` is a boolean: a string or a number is a 400, and the flag stays off
+    h = auth(tenant.key)
+    resp = client.put(path, json={"active": value}, headers=h)
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+    assert resp.json["details"][0]["field"] == "active"
+    assert client.get("/api/settings", headers=h).json["tenant"][field] is False
+
+
+def test_new_key_test_flag_takes_only_a_json_boolean(client, tenant):
+    h = auth(tenant.key)
+    resp = client.post("/api/settings/api-keys", headers=h,
+                       json={"label": "x", "role": "viewer", "permissions": ["read"], "test": "yes"})
+    assert resp.status_code == 400 and resp.json["details"][0]["field"] == "test"
+    assert len(client.get("/api/settings", headers=h).json["api_keys"]) == 1
 
 
 def test_editor_may_change_settings_and_brand(client, tenant):

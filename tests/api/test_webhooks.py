@@ -155,13 +155,24 @@ def test_a_deleted_endpoint_cannot_be_sent_a_test(client, growth, rt, receiver):
     assert receiver.requests == [] and deliveries(rt, growth) == []   # nothing sent, nothing logged
 
 
+def test_a_failed_test_send_gives_its_error_and_no_null(client, growth):
+    # nothing listens on port 9: no answer, so no status; the error is a string
+    endpoint = register(client, growth, "http://127.0.0.1:9/hook")
+    resp = client.post(f"/api/webhooks/endpoints/{endpoint['id']}/test", headers=auth(growth.key))
+    assert resp.status_code == 200
+    test = resp.json["test"]
+    assert test["success"] is False and isinstance(test["error"], str) and test["error"]
+    assert None not in test.values() and "status" not in test
+
+
 # -- signing ------------------------------------------------------------------------------
 
 def test_test_send_is_signed_over_the_raw_body(client, growth, receiver):
     endpoint = register(client, growth, receiver.url)
     resp = client.post(f"/api/webhooks/endpoints/{endpoint['id']}/test", headers=auth(growth.key))
     assert resp.status_code == 200
-    assert resp.json["test"] == {"success": True, "status": 200, "status_text": "OK", "error": None}
+    # `error` is a string, never null: a success has none (docs/api.md, "Other choices")
+    assert resp.json["test"] == {"success": True, "status": 200, "status_text": "OK"}
     [req] = receiver.requests
     expected = hmac.new(endpoint["secret"].encode(), req.body, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(req.headers["X-Service-Signature"], expected)
