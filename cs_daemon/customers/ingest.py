@@ -74,11 +74,12 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     limit, config = _limit_and_config(session, tenant_id)
     blocked = set() if limit is None else ensure_customers(
         session, tenant_id, list(dict.fromkeys(e.user_id for e in events)), test=test, now=now)
-    kept = [e for e in events if e.user_id not in blocked]
-    result.over_limit = _counted(events) - _counted(kept)
+    kept = [e for e in events if e.user_id not in blocked] if blocked else events
+    counted = _counted(kept)
+    result.over_limit = _counted(events) - counted if blocked else 0
     stored, result.accepted = _store(session, tenant_id, kept, source=source, test=test, now=now,
                                      create=limit is None)
-    result.duplicates += _counted(kept) - result.accepted
+    result.duplicates += counted - result.accepted
     _count(result)
     if stored.inserted:
         if stored.created:
@@ -107,15 +108,20 @@ def _counted(events: list[Incoming]) -> int:
 
 
 def _drop_repeats_in_batch(events: list[Incoming]) -> tuple[list[Incoming], int]:
+    """The events without those repeating a key seen earlier in the batch, and how many
+    of the dropped ones count."""
     seen: set[str] = set()
     kept = []
+    dropped = 0
     for e in events:
-        if e.idempotency_key is not None:
-            if e.idempotency_key in seen:
+        key = e.idempotency_key
+        if key is not None:
+            if key in seen:
+                dropped += e.counted
                 continue
-            seen.add(e.idempotency_key)
+            seen.add(key)
         kept.append(e)
-    return kept, _counted(events) - _counted(kept)
+    return kept, dropped
 
 
 def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
@@ -174,6 +180,8 @@ def _store(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     if not rows:
         return bulk.Stored([], [], bulk.Followers(False, False, False)), 0
     stored = bulk.store(session, tenant_id, rows, source=source, test=test, now=now, create=create)
+    if len(stored.inserted) == len(rows) and all(e.counted for e in events):
+        return stored, len(rows)
     kept = {id(row) for row in stored.inserted}   # bulk returns the very row dicts it was given
     return stored, sum(1 for e, row in zip(events, rows) if e.counted and id(row) in kept)
 
