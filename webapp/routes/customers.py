@@ -8,7 +8,7 @@ from cs_daemon.customers import ingest, service
 from cs_daemon.customers.schemas import (
     CustomerCreate, CustomerCreated, CustomerDetail, CustomerDetailResponse, CustomerEvent, DecisionSummary,
     CustomerList, CustomerListItem, CustomerListQuery, CustomerPublic, CustomerStatsResponse, NextAction,
-    TrackRequest, TrackResult, quick_track,
+    TrackRequest, TrackResult, quick_track, quick_track_json,
 )
 from cs_daemon.decisions import trace
 from cs_daemon.interventions import by_user
@@ -28,7 +28,7 @@ class TrackQuery(Wire):
 
 
 @api.route("POST", "/api/track", access="ingest", body=TrackRequest, query=TrackQuery, response=TrackResult,
-           credentials=beacon_credentials, quick=quick_track,
+           credentials=beacon_credentials, quick=quick_track, quick_json=quick_track_json,
            summary="Ingest 1 to 100 product events; duplicates by idempotency_key are dropped")
 def post_track(call: Call):
     refuse_wide_key_in_url(call.caller)
