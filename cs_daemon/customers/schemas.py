@@ -4,7 +4,7 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, NamedTuple, Union
 
-from pydantic import (ConfigDict, EmailStr, Field, StrictBool, StrictFloat, StrictInt, StrictStr, TypeAdapter,
+from pydantic import (AfterValidator, ConfigDict, EmailStr, Field, StrictBool, StrictFloat, StrictInt, StrictStr, TypeAdapter,
                       ValidationError, field_validator)
 from typing_extensions import NotRequired, TypedDict
 
@@ -23,9 +23,14 @@ class TrackedEvent(Wire):
     @field_validator("timestamp")
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value
+        return _utc(value)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A time without an offset is UTC."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
 
 
 class TrackRequest(Wire):
@@ -90,7 +95,7 @@ def _plain_time(at: Any) -> Any:
 # The plain track body as JSON text, checked while it is parsed: every value of the kinds
 # JSON gives (never NaN or an infinite number: allow_inf_nan), properties nested at most one
 # level (so the body is far from jsontext.MAX_DEPTH), no other field (an ignored field
-# would escape the checks of jsontext.loads).
+# would escape the checks of jsontext.loads); the time read as TrackedEvent reads it.
 _Leaf = Annotated[Union[StrictBool, StrictInt, StrictFloat, StrictStr, None], Field(union_mode="left_to_right")]
 _Value = Annotated[Union[_Leaf, list[_Leaf], dict[str, _Leaf]], Field(union_mode="left_to_right")]
 _Name = Annotated[StrictStr, Field(min_length=1, max_length=255)]
@@ -102,7 +107,7 @@ class _PlainEvent(TypedDict):
     user_id: _Name
     event: _Name
     properties: NotRequired[dict[str, _Value]]
-    timestamp: NotRequired[StrictStr | None]
+    timestamp: NotRequired[Annotated[datetime | None, AfterValidator(_utc)]]
     idempotency_key: NotRequired[_Name | None]
 
 
@@ -116,24 +121,25 @@ _PLAIN_TRACK = TypeAdapter(_PlainTrack)
 _UNPLAIN_TEXT = re.compile(rb"\\u(0000|[dD])")
 
 
-def quick_track_json(raw: bytes) -> QuickTrack | None:
-    """quick_track on the raw body, parsed and checked in one pass by pydantic-core (no
-    Python object per JSON value before the check): a body it reads is one that
-    jsontext.loads reads into the same values and quick_track takes. None for any other
-    (invalid JSON included), which then takes the way of every body, with its errors."""
+class PlainTrack(NamedTuple):
+    """A track body read by quick_track_json: each event a dict of TrackedEvent's fields
+    (those the body gave), its values as TrackRequest reads them."""
+
+    events: list[dict[str, Any]]
+
+
+def quick_track_json(raw: bytes) -> PlainTrack | None:
+    """The track body parsed and checked in one pass by pydantic-core (no Python object per
+    JSON value before the check, no model an event): a body it reads is one that
+    jsontext.loads reads into the same values and TrackRequest takes, reading the same.
+    None for any other (invalid JSON included), which then takes the way of every body,
+    with its errors."""
     if _UNPLAIN_TEXT.search(raw):
         return None
     try:
-        events = _PLAIN_TRACK.validate_json(raw)["events"]
+        return PlainTrack(_PLAIN_TRACK.validate_json(raw)["events"])
     except ValidationError:
         return None
-    out = []
-    for e in events:
-        at = _plain_time(e.get("timestamp"))
-        if at is _NOT_PLAIN:
-            return None
-        out.append(QuickEvent(e["user_id"], e["event"], e.get("properties", {}), at, e.get("idempotency_key")))
-    return QuickTrack(out)
 
 
 class TrackResult(Wire):
