@@ -18,12 +18,26 @@ _CONVERTER = re.compile(r"<\w+:")   # `<path:user_id>` is labelled `<user_id>`
 access = logging.getLogger("webapp.access")
 
 
+_SERIES_KEPT = 1000
+_series: dict[tuple, tuple] = {}   # (method, rule, status) -> its counter and histogram children
+
+
 def _count(status: int, seconds: float) -> None:
-    """Requests by their URL rule (not the raw path: ids would make a series each)."""
-    route = _CONVERTER.sub("<", request.url_rule.rule) if request.url_rule is not None else "unmatched"
+    """Requests by their URL rule (not the raw path: ids would make a series each). The
+    children of a method, rule and status are looked up once (labels() takes a lock and
+    builds the label values each time), for as many as _SERIES_KEPT."""
+    rule = request.url_rule.rule if request.url_rule is not None else None
+    key = (request.method, rule, status)
     try:
-        metrics.REQUESTS.labels(method=request.method, route=route, status=str(status)).inc()
-        metrics.LATENCY.labels(method=request.method, route=route).observe(seconds)
+        series = _series.get(key)
+        if series is None:
+            route = _CONVERTER.sub("<", rule) if rule is not None else "unmatched"
+            series = (metrics.REQUESTS.labels(method=request.method, route=route, status=str(status)),
+                      metrics.LATENCY.labels(method=request.method, route=route))
+            if len(_series) < _SERIES_KEPT:
+                _series[key] = series
+        series[0].inc()
+        series[1].observe(seconds)
     except Exception as exc:   # a metric never fails the request
         access.debug("request not counted: %s", exc)
 

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple, Union
 
-from pydantic import EmailStr, Field, field_validator
+from pydantic import (AfterValidator, ConfigDict, EmailStr, Field, StrictBool, StrictFloat, StrictInt, StrictStr, TypeAdapter,
+                      ValidationError, field_validator)
+from typing_extensions import NotRequired, TypedDict
 
 from ..interventions.schemas import InterventionPublic
 from ..schemas import Wire
@@ -21,9 +23,14 @@ class TrackedEvent(Wire):
     @field_validator("timestamp")
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value
+        return _utc(value)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A time without an offset is UTC."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
 
 
 class TrackRequest(Wire):
@@ -59,22 +66,80 @@ def quick_track(data: dict) -> QuickTrack | None:
         if type(e) is not dict:
             return None
         user_id, name, key = e.get("user_id"), e.get("event"), e.get("idempotency_key")
-        properties, at = e.get("properties", {}), e.get("timestamp")
+        properties, at = e.get("properties", {}), _plain_time(e.get("timestamp"))
         if (type(user_id) is not str or type(name) is not str or not 1 <= len(user_id) <= 255
                 or not 1 <= len(name) <= 255 or type(properties) is not dict
-                or key is not None and (type(key) is not str or not 1 <= len(key) <= 255)):
+                or key is not None and (type(key) is not str or not 1 <= len(key) <= 255) or at is _NOT_PLAIN):
             return None
-        if at is not None:
-            if type(at) is not str or not _PLAIN_TIME.fullmatch(at):
-                return None
-            try:
-                at = datetime.fromisoformat(at)
-            except ValueError:
-                return None
-            if at.tzinfo is None:
-                at = at.replace(tzinfo=timezone.utc)
         out.append(QuickEvent(user_id, name, properties, at, key))
     return QuickTrack(out)
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_time(at: Any) -> Any:
+    """None, or the aware datetime of an ISO 8601 time as clients write it; _NOT_PLAIN for
+    anything else."""
+    if at is None:
+        return None
+    if type(at) is not str or not _PLAIN_TIME.fullmatch(at):
+        return _NOT_PLAIN
+    try:
+        at = datetime.fromisoformat(at)
+    except ValueError:
+        return _NOT_PLAIN
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
+
+
+# The plain track body as JSON text, checked while it is parsed: every value of the kinds
+# JSON gives (never NaN or an infinite number: allow_inf_nan), properties nested at most one
+# level (so the body is far from jsontext.MAX_DEPTH), no other field (an ignored field
+# would escape the checks of jsontext.loads); the time read as TrackedEvent reads it.
+_Leaf = Annotated[Union[StrictBool, StrictInt, StrictFloat, StrictStr, None], Field(union_mode="left_to_right")]
+_Value = Annotated[Union[_Leaf, list[_Leaf], dict[str, _Leaf]], Field(union_mode="left_to_right")]
+_Name = Annotated[StrictStr, Field(min_length=1, max_length=255)]
+_PLAIN = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class _PlainEvent(TypedDict):
+    __pydantic_config__ = _PLAIN   # type: ignore[misc]
+    user_id: _Name
+    event: _Name
+    properties: NotRequired[dict[str, _Value]]
+    timestamp: NotRequired[Annotated[datetime | None, AfterValidator(_utc)]]
+    idempotency_key: NotRequired[_Name | None]
+
+
+class _PlainTrack(TypedDict):
+    __pydantic_config__ = _PLAIN   # type: ignore[misc]
+    events: Annotated[list[_PlainEvent], Field(min_length=1, max_length=100)]
+
+
+_PLAIN_TRACK = TypeAdapter(_PlainTrack)
+# text that may hold what jsontext.loads refuses (NUL, lone surrogates) or reads otherwise
+_UNPLAIN_TEXT = re.compile(rb"\\u(0000|[dD])")
+
+
+class PlainTrack(NamedTuple):
+    """A track body read by quick_track_json: each event a dict of TrackedEvent's fields
+    (those the body gave), its values as TrackRequest reads them."""
+
+    events: list[dict[str, Any]]
+
+
+def quick_track_json(raw: bytes) -> PlainTrack | None:
+    """The track body parsed and checked in one pass by pydantic-core (no Python object per
+    JSON value before the check, no model an event): a body it reads is one that
+    jsontext.loads reads into the same values and TrackRequest takes, reading the same.
+    None for any other (invalid JSON included), which then takes the way of every body,
+    with its errors."""
+    if _UNPLAIN_TEXT.search(raw):
+        return None
+    try:
+        return PlainTrack(_PLAIN_TRACK.validate_json(raw)["events"])
+    except ValidationError:
+        return None
 
 
 class TrackResult(Wire):

@@ -1,13 +1,17 @@
-"""The track body read without the model (cs_daemon/customers/schemas.py, quick_track):
+"""The track body read without the model (cs_daemon/customers/schemas.py, quick_track and
+quick_track_json on the raw body):
 where it reads a body, TrackRequest reads the same values; what it declines, the model
 validates (and refuses with its own errors)."""
 
 from __future__ import annotations
 
+import json
+import random
+
 import pytest
 from pydantic import ValidationError
 
-from cs_daemon.customers.schemas import TrackRequest, quick_track
+from cs_daemon.customers.schemas import TrackRequest, quick_track, quick_track_json
 
 EVENT = {"user_id": "u1", "event": "clicked"}
 BODIES = [
@@ -46,3 +50,71 @@ def test_a_body_read_quickly_reads_as_the_model_reads_it(body):
 def test_the_plain_bodies_of_the_sdks_are_read_quickly():
     assert quick_track({"events": [{**EVENT, "properties": {"plan": "pro"}, "timestamp": "2026-11-26T10:00:00.123Z",
                                     "idempotency_key": "6b1f0e2c"}] * 50}) is not None
+
+
+# --- quick_track_json: the same, on the raw body
+
+TEXTS = [
+    b'{"events":[{"user_id":"a","event":"b","properties":{"x":NaN}}]}',
+    b'{"events":[{"user_id":"a","event":"b","properties":{"x":-Infinity}}]}',
+    b'{"events":[{"user_id":"a","event":"b","properties":{"x":1e400}}]}',
+    b'{"events":[{"user_id":"a","event":"b","properties":{"x":' + b"9" * 4301 + b'}}]}',
+    b'{"events":[{"user_id":"a\\u0000","event":"b"}]}',
+    b'{"events":[{"user_id":"a\\ud800","event":"b"}]}',
+    b'{"events":[{"user_id":"a","event":"b","properties":{"x":"\\ud83d\\ude00"}}]}',
+    b'{"events":[{"user_id":"a","event":"b"}],"extra":NaN}',
+    b'{"events":[{"user_id":"a","event":"b","extra":1e999}]}',
+    b'{"events":[{"user_id":"a","event":"b","properties":{"x":[[[[1]]]]}}]}',
+    b'{"events":[{"user_id":"a","event":"b"}]}x',
+    b'\xef\xbb\xbf{"events":[{"user_id":"a","event":"b"}]}',
+    '{"events":[{"user_id":"a","event":"b"}]}'.encode("utf-16"),
+    b'{"events":[{"user_id":"a","user_id":"c","event":"b","properties":{"x":1,"y":2,"x":3}}]}',
+    b'{"events":[{"user_id":"a\\u00e9\\n","event":"b","properties":{"f":1.0,"g":-0.0,"h":1E2,"i":123456789012345678901,'
+    b'"j":[1,2.5,"s",null,false],"k":{"a":true},"l":0.1,"m":5e-324}}]} \n',
+    b'{"events":[{"user_id":"a","event":"b\tc"}]}', b'', b'[]', b'{}', b'null',
+]
+
+
+def _slow(raw: bytes):
+    """What the route reads without quick_track_json: jsontext.loads, then quick_track or the model."""
+    from cs_daemon import jsontext
+
+    try:
+        data = jsontext.loads(raw)
+        quick = quick_track(data) if isinstance(data, dict) else None
+        return quick or TrackRequest.model_validate(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+@pytest.mark.parametrize("raw", TEXTS + [json.dumps(b).encode() for b in BODIES])
+def test_a_raw_body_read_quickly_reads_as_the_usual_way_reads_it(raw):
+    quick, slow = quick_track_json(raw), _slow(raw)
+    if quick is None:
+        return
+    assert slow is not None
+    got = [(e.user_id, e.event, e.properties, e.timestamp, e.idempotency_key) for e in slow.events]
+    read = [(e["user_id"], e["event"], e.get("properties", {}), e.get("timestamp"), e.get("idempotency_key"))
+            for e in quick.events]
+    assert read == got
+    assert [[type(v) for v in e[2].values()] for e in read] == [[type(v) for v in e[2].values()] for e in got]
+    assert all(e[3] is None or e[3].utcoffset() is not None for e in read)
+
+
+def test_numbers_read_from_the_raw_body_are_those_json_reads():
+    rng = random.Random(7)
+    values = [rng.uniform(-1e6, 1e6) for _ in range(300)] + [rng.random() * 10 ** rng.randint(-320, 308)
+                                                            for _ in range(300)]
+    texts = [repr(v) for v in values] + [f"{v:.17g}" for v in values] + [f"{v:.3e}" for v in values]
+    texts += [str(rng.getrandbits(rng.randint(1, 200))) for _ in range(200)]
+    raw = ('{"events":[{"user_id":"a","event":"b","properties":{%s}}]}'
+           % ",".join(f'"{i}":{t}' for i, t in enumerate(texts))).encode()
+    quick = quick_track_json(raw)
+    assert quick is not None
+    assert list(quick.events[0]["properties"].values()) == list(json.loads(raw)["events"][0]["properties"].values())
+
+
+def test_the_plain_bodies_of_the_sdks_are_read_quickly_from_the_raw_body():
+    assert quick_track_json(json.dumps({"events": [{**EVENT, "properties": {"plan": "pro", "n": 3, "ok": True},
+                                                    "timestamp": "2026-11-26T10:00:00.123Z",
+                                                    "idempotency_key": "6b1f0e2c"}] * 50}).encode()) is not None

@@ -7,8 +7,8 @@ from pydantic import Field
 from cs_daemon.customers import ingest, service
 from cs_daemon.customers.schemas import (
     CustomerCreate, CustomerCreated, CustomerDetail, CustomerDetailResponse, CustomerEvent, DecisionSummary,
-    CustomerList, CustomerListItem, CustomerListQuery, CustomerPublic, CustomerStatsResponse, NextAction,
-    TrackRequest, TrackResult, quick_track,
+    CustomerList, CustomerListItem, CustomerListQuery, CustomerPublic, CustomerStatsResponse, NextAction, PlainTrack,
+    TrackRequest, TrackResult, quick_track, quick_track_json,
 )
 from cs_daemon.decisions import trace
 from cs_daemon.interventions import by_user
@@ -28,13 +28,16 @@ class TrackQuery(Wire):
 
 
 @api.route("POST", "/api/track", access="ingest", body=TrackRequest, query=TrackQuery, response=TrackResult,
-           credentials=beacon_credentials, quick=quick_track,
+           credentials=beacon_credentials, quick=quick_track, quick_json=quick_track_json,
            summary="Ingest 1 to 100 product events; duplicates by idempotency_key are dropped")
 def post_track(call: Call):
     refuse_wide_key_in_url(call.caller)
-    events = [ingest.Incoming(user_id=e.user_id, event=e.event, properties=e.properties,
-                              timestamp=e.timestamp, idempotency_key=e.idempotency_key)
-              for e in call.body.events]
+    if type(call.body) is PlainTrack:    # each event a dict of the fields it gave
+        events = [ingest.Incoming(**e) for e in call.body.events]
+    else:
+        events = [ingest.Incoming(user_id=e.user_id, event=e.event, properties=e.properties,
+                                  timestamp=e.timestamp, idempotency_key=e.idempotency_key)
+                  for e in call.body.events]
     result = ingest.ingest(call.session, call.tenant_id, events, source="api",
                            test=call.caller.test, now=call.now)
     return TrackResult(accepted=result.accepted, duplicates=result.duplicates, over_limit=result.over_limit)
