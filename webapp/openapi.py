@@ -29,6 +29,9 @@ _ERROR_TEXT = {
 }
 
 
+INTERFACE_VERSION = "1.0.0"   # of the interface; the build's own is __version__ (docs/api.md)
+
+
 def document(apis: list[Api]) -> dict[str, Any]:
     """The document of these APIs (the app's: `app.extensions["cs_apis"]`)."""
     endpoints = [ep for api in apis for ep in api.endpoints]
@@ -40,8 +43,10 @@ def document(apis: list[Api]) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "Customer Success Automation Service",
-            "version": __version__,
-            "description": "Interface version 1.0.0. Errors are JSON {error, code}.",
+            "version": INTERFACE_VERSION,
+            "description": f"Interface version {INTERFACE_VERSION}, served by build {__version__} "
+                           "(GET /api/health). Errors are JSON {error, code}.",
+            "x-service-version": __version__,
         },
         "servers": [{"url": "/"}],
         "paths": paths,

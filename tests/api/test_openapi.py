@@ -28,6 +28,14 @@ def test_document_is_valid_openapi_31(client):
     validate(doc)
 
 
+def test_the_document_carries_the_interface_version_and_the_build_apart(client):
+    from cs_daemon import __version__
+
+    info = client.get("/api/openapi.json").json["info"]
+    assert info["version"] == "1.0.0"
+    assert info["x-service-version"] == __version__ == client.get("/api/health").json["version"]
+
+
 def test_document_lists_every_served_route_and_nothing_else(app, client):
     doc = client.get("/api/openapi.json").json
     documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
