@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
@@ -64,7 +64,9 @@ class DryRunResponse(Wire):
 class RecommendRequest(Wire):
     user_id: str = Field(min_length=1, max_length=255)
     domain: str | None = Field(None, max_length=100)
-    available_actions: list[str] = Field(min_length=1, max_length=100)
+    # each an action type's name, 1 to 100 characters like the name itself (docs/api.md,
+    # "Other choices where the documents are silent")
+    available_actions: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(min_length=1, max_length=100)
     context: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -185,3 +185,15 @@ def test_needs_decide_and_a_known_user(client, tenant):
                        json={"user_id": "ghost", "available_actions": ["a"]}).status_code == 404
     assert client.post("/api/decisions/recommend", headers=auth(decider),
                        json={"user_id": "u1", "available_actions": []}).status_code == 400
+
+
+def test_an_action_name_longer_than_an_action_types_is_refused_and_nothing_is_logged(client, tenant, rt):
+    _user(client, tenant)
+    body = {"user_id": "u1", "available_actions": ["a", "x" * 101]}
+    resp = client.post("/api/decisions/recommend", headers=auth(tenant.key), json=body)
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed"
+    assert "available_actions" in resp.json["details"][0]["field"]
+    with rt.session(tenant.id) as s:
+        assert s.scalars(select(DecisionLog)).all() == []
+    body["available_actions"] = ["a", "x" * 100]
+    assert client.post("/api/decisions/recommend", headers=auth(tenant.key), json=body).status_code == 200
