@@ -26,3 +26,15 @@ class FakeClock(Clock):
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def in_utc(value: datetime) -> datetime:
+    """A time a client sent, in UTC (one without an offset is UTC). Python reads offsets up
+    to ±23:59, PostgreSQL only ±15:59: converted here, every offset ISO 8601 allows is
+    stored. ValueError for a time that leaves the calendar once in UTC (year 1 or 9999)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError("the time is out of range in UTC") from None

@@ -8,6 +8,7 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
+from ..clock import in_utc
 from ..customers.ingest import Incoming
 
 MAX_TEXT = 255
@@ -110,12 +111,9 @@ def _parse_time(value: str, field: str) -> datetime:
     except ValueError:
         pass
     try:
-        parsed = datetime.fromisoformat(value)
+        return in_utc(datetime.fromisoformat(value))
     except ValueError:
         raise _bad_time(field) from None
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
 
 
 def _epoch(number: float, field: str) -> datetime:

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Annotated, Any, NamedTuple, Union
 
 from pydantic import (AfterValidator, ConfigDict, EmailStr, Field, StrictBool, StrictFloat, StrictInt, StrictStr, TypeAdapter,
                       ValidationError, field_validator)
 from typing_extensions import NotRequired, TypedDict
 
+from ..clock import in_utc
 from ..interventions.schemas import InterventionPublic
 from ..schemas import Wire
 from . import fields
@@ -27,10 +28,7 @@ class TrackedEvent(Wire):
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    """A time without an offset is UTC."""
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value
+    return None if value is None else in_utc(value)
 
 
 class TrackRequest(Wire):
@@ -86,10 +84,9 @@ def _plain_time(at: Any) -> Any:
     if type(at) is not str or not _PLAIN_TIME.fullmatch(at):
         return _NOT_PLAIN
     try:
-        at = datetime.fromisoformat(at)
+        return _utc(datetime.fromisoformat(at))
     except ValueError:
         return _NOT_PLAIN
-    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
 
 
 # The plain track body as JSON text, checked while it is parsed: every value of the kinds

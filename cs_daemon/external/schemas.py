@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import AnyUrl, Field, field_validator
 
+from ..clock import in_utc
 from ..schemas import Wire
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -121,7 +122,7 @@ class ActionQuery(Wire):
     @field_validator("since")
     @classmethod
     def _utc(cls, value):
-        return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
+        return None if value is None else in_utc(value)
 
 
 class OutcomeReport(Wire):
@@ -151,7 +152,7 @@ class CustomEvent(Wire):
     @field_validator("timestamp")
     @classmethod
     def _utc(cls, value):
-        return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
+        return None if value is None else in_utc(value)
 
 
 class CustomEventBatch(Wire):

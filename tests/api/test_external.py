@@ -372,3 +372,21 @@ def test_a_bad_custom_event_type_is_refused_while_its_neighbours_are_accepted(cl
     events = client.get("/api/customers/u1", headers=h).json["events"]
     assert sorted(e["event"] for e in events if e["source"] == "external") == [
         "custom.loyalty.points_awarded", "custom.support.ticket_closed"]
+
+
+def test_a_custom_events_offset_postgresql_cannot_read_is_stored_in_utc(client, tenant, rt):
+    from datetime import datetime, timezone
+
+    from cs_daemon.customers.models import Event
+
+    h = auth(tenant.key)
+    resp = client.post("/api/external/events", headers=h, json={"events": [
+        {"type": "custom.loyalty.points_awarded", "user_id": "u1", "timestamp": "2026-06-13T11:16:11-17:23"},
+        {"type": "custom.loyalty.points_awarded", "user_id": "u1", "timestamp": "9999-12-31T23:59:59-17:00"},
+    ]})
+    assert resp.status_code == 200, resp.json
+    assert resp.json["accepted"] == 1 and [e["field"] for e in resp.json["errors"]] == ["timestamp"]
+    with rt.session(tenant.id) as s:
+        [stored] = s.scalars(select(Event.timestamp)).all()
+    at = stored if stored.tzinfo else stored.replace(tzinfo=timezone.utc)
+    assert at == datetime.fromisoformat("2026-06-13T11:16:11-17:23")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import func, select
@@ -83,6 +83,7 @@ def test_a_duplicate_in_two_concurrent_requests_is_stored_once(app, tenant, rt):
     ({"events": [{"user_id": "", "event": "x"}]}, "events[0].user_id"),
     ({"events": [{"event": "x"}]}, "events[0].user_id"),
     ({"events": [{"user_id": "u", "event": "x", "timestamp": "yesterday"}]}, "events[0].timestamp"),
+    ({"events": [{"user_id": "u", "event": "x", "timestamp": "9999-12-31T23:59:59-17:00"}]}, "events[0].timestamp"),
     ({"events": [{"user_id": "u", "event": "x", "properties": [1]}]}, "events[0].properties"),
     ({}, "events"),
 ])
@@ -365,3 +366,13 @@ def test_a_user_created_by_a_racing_batch_meanwhile_is_locked_and_scored(app, te
     with rt.session(tenant.id) as s:
         racer = s.get(Customer, (tenant.id, "racer"))
         assert racer.state["event_count"] == 1 and racer.scored_at is not None
+
+
+@pytest.mark.parametrize("sent", ["2026-06-13T11:16:11.600000-17:23", "2026-06-13T11:16:11.600000+23:59"])
+def test_an_offset_postgresql_cannot_read_is_stored_as_its_utc_time(client, tenant, rt, sent):
+    resp = client.post("/api/track", headers=auth(tenant.key), json={"events": [
+        {"user_id": "u1", "event": "x", "timestamp": sent}]})
+    assert resp.status_code == 200, resp.json
+    [event] = _events(rt, tenant.id)
+    at = event.timestamp if event.timestamp.tzinfo else event.timestamp.replace(tzinfo=timezone.utc)
+    assert at == datetime.fromisoformat(sent)
