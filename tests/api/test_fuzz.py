@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.core.parameters import ParameterLocation
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance, negative_data_rejection, response_schema_conformance, status_code_conformance,
@@ -95,8 +96,11 @@ def _fuzz(operation, mode: GenerationMode, base_url: str, key: str, http: reques
         if mode is GenerationMode.POSITIVE:    # a negative case keeps the invalid part it was made for
             known.choose(case, pick)
         extra = sends(case)
-        mutated = mode is GenerationMode.NEGATIVE and "Authorization" in (case.headers or {})
-        # a negative case whose invalid part is its Authorization header keeps it (our key would make it valid)
+        # a negative case whose invalid part is its Authorization header keeps it, or goes without
+        # one where the header was left out (our key would make it valid)
+        mutated = mode is GenerationMode.NEGATIVE and (
+            "Authorization" in (case.headers or {})
+            or case.meta is not None and case.meta.is_negative_at(ParameterLocation.HEADER))
         headers = {**({} if mutated else {"Authorization": f"Bearer {key}"}), **extra.pop("headers", {})}
         response = case.call_and_validate(base_url=base_url, session=http, headers=headers, checks=CHECKS,
                                           timeout=30, **extra)
