@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Wire(BaseModel):
@@ -10,6 +12,16 @@ class Wire(BaseModel):
     written); attributes of table rows can be read directly."""
 
     model_config = ConfigDict(extra="ignore", from_attributes=True)
+
+
+def absent_when_none() -> Any:
+    """A field the answer leaves out while it has no value: one the interface types as a
+    string or number, never null (docs/api.md, "Other choices where the documents are silent")."""
+    return Field(None, exclude_if=_is_none)
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
 
 
 class ErrorDetail(Wire):

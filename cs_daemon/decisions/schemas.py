@@ -5,15 +5,11 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from ..schemas import Wire
+from ..schemas import Wire, absent_when_none
 
 
 class DryRunRequest(Wire):
     user_id: str = Field(min_length=1, max_length=255)
-
-
-def _absent_when_none(value) -> bool:
-    return value is None
 
 
 class DecisionPublic(Wire):
@@ -21,13 +17,13 @@ class DecisionPublic(Wire):
     number), never null, so one the decision has no value for is left out (docs/api.md,
     "Other choices where the documents are silent")."""
     action: str
-    playbook_id: str | None = Field(None, exclude_if=_absent_when_none)
-    channel: str | None = Field(None, exclude_if=_absent_when_none)
-    reasoning: str | None = Field(None, exclude_if=_absent_when_none)
-    reason: str | None = Field(None, exclude_if=_absent_when_none)
-    confidence: float | None = Field(None, exclude_if=_absent_when_none)
-    severity: str | None = Field(None, exclude_if=_absent_when_none)
-    action_type: str | None = Field(None, exclude_if=_absent_when_none)
+    playbook_id: str | None = absent_when_none()
+    channel: str | None = absent_when_none()
+    reasoning: str | None = absent_when_none()
+    reason: str | None = absent_when_none()
+    confidence: float | None = absent_when_none()
+    severity: str | None = absent_when_none()
+    action_type: str | None = absent_when_none()
 
 
 class DecisionContext(Wire):

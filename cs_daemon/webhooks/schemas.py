@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import AnyUrl, Field
 
-from ..schemas import Wire
+from ..schemas import Wire, absent_when_none
 
 
 class EndpointCreate(Wire):
@@ -55,9 +55,9 @@ class TestResult(Wire):
     they are a number and strings, never null (docs/api.md, "Other choices where the
     documents are silent")."""
     success: bool
-    status: int | None = Field(None, exclude_if=lambda v: v is None)
-    status_text: str | None = Field(None, exclude_if=lambda v: v is None)
-    error: str | None = Field(None, exclude_if=lambda v: v is None)
+    status: int | None = absent_when_none()
+    status_text: str | None = absent_when_none()
+    error: str | None = absent_when_none()
 
 
 class TestResponse(Wire):
