@@ -99,17 +99,6 @@ def _utc(value: datetime | None) -> datetime | None:
 
 # --- events ---------------------------------------------------------------------------
 
-PG_INSERT_EVENTS = """
-INSERT INTO events (id, tenant_id, user_id, event, properties, "timestamp", received_at, source, test,
-                    idempotency_key)
-SELECT gen_random_uuid()::text, %(tenant)s, x.user_id, x.event, x.properties, x.ts, %(now)s, %(source)s,
-       %(test)s, x.key
-FROM json_to_recordset(%(rows)s::json) AS x(user_id text, event text, properties json, ts timestamptz, key text)
-ORDER BY x.key
-ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING idempotency_key
-"""
-
 _insert_event = (sqlite.insert(Event.__table__)
                  .on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"],
                                          index_where=Event.__table__.c.idempotency_key.isnot(None)))
@@ -117,19 +106,9 @@ _insert_event = (sqlite.insert(Event.__table__)
 
 def insert_events(session: Session, tenant_id: str, rows: list[dict], *, source: str, test: bool,
                   now: datetime) -> list[dict]:
-    """Insert events (dicts of user_id, event, properties, timestamp, idempotency_key; no
-    two with one key), those whose key the tenant has seen dropped; returns the rows
-    inserted (the very dicts given). Rows go in key order, so racing batches with the same keys wait for each
-    other in one order instead of deadlocking."""
-    rows = sorted(rows, key=lambda r: r["idempotency_key"] or "")
-    if postgres(session):
-        with _cursor(session) as cur:
-            cur.execute(PG_INSERT_EVENTS, {
-                "tenant": tenant_id, "now": now, "source": source, "test": test,
-                "rows": _json([{"user_id": r["user_id"], "event": r["event"], "properties": r["properties"],
-                                "ts": r["timestamp"], "key": r["idempotency_key"]} for r in rows])})
-            stored = {row[0] for row in cur.fetchall()}
-        return [r for r in rows if r["idempotency_key"] is None or r["idempotency_key"] in stored]
+    """SQLite: insert events (dicts of user_id, event, properties, timestamp,
+    idempotency_key; no two with one key), those whose key the tenant has seen dropped;
+    returns the rows inserted (the very dicts given). PostgreSQL does this in `store`."""
     inserted = []
     for r in rows:
         done = session.execute(_insert_event, {**r, "id": new_id(), "tenant_id": tenant_id, "received_at": now,
@@ -158,17 +137,6 @@ FROM unnest(%(ids)b::text[]) AS x(id)
 ORDER BY x.id
 ON CONFLICT (tenant_id, id) DO NOTHING
 RETURNING id
-"""
-
-# the same insert, and the tenant's count of tracked users moved by the rows it made, in
-# one round trip (a data-modifying CTE runs whether or not the query reads it)
-PG_INSERT_COUNTED_CUSTOMERS = f"""
-WITH created AS ({PG_INSERT_CUSTOMERS.strip()}),
-counted AS (
-    UPDATE tenants SET tracked_users = tracked_users + (SELECT count(*) FROM created)
-    WHERE id = %(tenant)b AND EXISTS (SELECT 1 FROM created)
-)
-SELECT id FROM created
 """
 
 PG_LOCK = f"""
@@ -236,34 +204,35 @@ def create(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
 
 def create_counted(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
                    now: datetime) -> list[str]:
-    """`create`, and the tenant's tracked-user count moved by as many (for a tenant
-    without a limit, whose seats are not reserved ahead)."""
-    if not postgres(session):
-        created = create(session, tenant_id, user_ids, test=test, now=now)
-        if created:
-            count_users(session, tenant_id, len(created))
-        return created
-    with _cursor(session) as cur:
-        cur.execute(PG_INSERT_COUNTED_CUSTOMERS, {"tenant": tenant_id, "ids": sorted(user_ids), "now": now,
-                                                  "test": test})
-        return [row[0] for row in cur.fetchall()]
+    """SQLite: `create`, and the tenant's tracked-user count moved by as many (for a
+    tenant without a limit, whose seats are not reserved ahead)."""
+    created = create(session, tenant_id, user_ids, test=test, now=now)
+    if created:
+        count_users(session, tenant_id, len(created))
+    return created
 
 
 # --- a batch's first statement: events, new users, the users' rows -----------------------
 
-# The events inserted, the users they name created (a tenant without a limit: their seats
-# are not reserved ahead; the tenant's count moves with the batch's write, so that the
-# tenant's row is locked only from then to commit, not for the whole batch: racing
-# batches of one tenant would queue on it), and the rows of the users that existed
-# locked and read, with who follows the tenant's changes: one round trip. The
-# CTEs share the statement's snapshot, so `locked` sees only the users that existed
-# before it (a row this statement inserts is its own: no lock to take, its values are the
-# defaults of the insert). One created meanwhile by a racing batch, whose insert ours
-# waited for, is in neither list: `store` locks those with PG_LOCK (a second round trip,
-# only then). `locked` probes the primary key user by user (the joined id list): with
-# `id = ANY(...)` and statistics missing or stale, PostgreSQL scanned every customer of
-# the tenant. Rows come back tagged: e an event stored (key, user), n a user created, c
-# a locked user's columns, f the followers.
+# The events inserted, the users they name claimed, and the rows of those that existed
+# read, with who follows the tenant's changes: one round trip. `claimed` takes every user
+# of the batch in one id order, whether it creates the row (a tenant without a limit:
+# seats are not reserved ahead; the tenant's count moves with the batch's write, so that
+# the tenant's row is locked only from then to commit) or finds it there: an ON CONFLICT
+# DO UPDATE whose WHERE is false updates nothing but locks the row it finds, also one a
+# racing batch created after this statement's snapshot (it waits for that insert to
+# commit). Taking created and existing users in two passes (lock the existing, then
+# insert the new, then lock those racers had made meanwhile) deadlocked two batches
+# that overlap: each held a user the other reached for next. `locked` then reads the
+# rows that existed with FOR UPDATE, a lock already held that returns the newest
+# version; it runs after `claimed` because the statement reads `claimed` rows first
+# (UNION ALL runs its branches in order). A row created meanwhile by a racing batch is in
+# neither `locked` (not in the snapshot) nor `claimed`'s output (not created here):
+# `store` reads it with PG_LOCK, a second round trip, only then, and waits for no one.
+# `locked` probes the primary key user by user (the joined id list): with `id = ANY(...)`
+# and statistics missing or stale, PostgreSQL scanned every customer of the tenant.
+# Rows come back tagged: n a user created, c a locked user's columns, e an event stored
+# (key, user), f the followers.
 _PAD = ", ".join(["NULL"] * len(READ))
 PG_STORE = f"""
 WITH ev AS (
@@ -278,13 +247,13 @@ WITH ev AS (
     RETURNING idempotency_key, user_id
 ),
 users AS (SELECT DISTINCT user_id AS id FROM ev),
-created AS (
+claimed AS (
     INSERT INTO customers (tenant_id, id, traits, state, opted_out, lifecycle_stage, risk_level, health,
                            activation_score, engagement_score, expansion_score, created_at, updated_at, test)
     SELECT %(tenant)s, u.id, '{{}}', '{{}}', '[]', 'new', 'low', 0, 0, 0, 0, %(now)s, %(now)s, %(test)s
     FROM users AS u WHERE %(create)s
     ORDER BY u.id
-    ON CONFLICT (tenant_id, id) DO NOTHING
+    ON CONFLICT (tenant_id, id) DO UPDATE SET id = excluded.id WHERE false
     RETURNING id
 ),
 locked AS (
@@ -293,9 +262,9 @@ locked AS (
     WHERE u.id IN (SELECT id FROM users)
     ORDER BY c.id FOR UPDATE OF c
 )
-SELECT 'c', NULL, {', '.join(READ)}, NULL::bool, NULL::bool, NULL::bool FROM locked
+SELECT 'n', NULL, id, {", ".join(["NULL"] * (len(READ) - 1))}, NULL::bool, NULL::bool, NULL::bool FROM claimed
+UNION ALL SELECT 'c', NULL, {', '.join(READ)}, NULL, NULL, NULL FROM locked
 UNION ALL SELECT 'e', idempotency_key, user_id, {", ".join(["NULL"] * (len(READ) - 1))}, NULL, NULL, NULL FROM ev
-UNION ALL SELECT 'n', NULL, id, {", ".join(["NULL"] * (len(READ) - 1))}, NULL, NULL, NULL FROM created
 UNION ALL SELECT 'f', NULL, {_PAD},
        EXISTS (SELECT 1 FROM playbooks WHERE tenant_id = %(tenant)s AND status = 'active'),
        EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant_id = %(tenant)s AND active),
@@ -318,10 +287,12 @@ class Stored:
 
 def store(session: Session, tenant_id: str, rows: list[dict], *, source: str, test: bool, now: datetime,
           create: bool) -> Stored:
-    """Insert the events (as `insert_events`), and for the users of those stored: create
-    the missing ones when `create` (counting them in the tenant's tracked users: on
-    PostgreSQL by `write`, which gets them back marked `new`), lock and read the others
-    (as `lock`). One round trip on PostgreSQL."""
+    """Insert the events, those whose key the tenant has seen dropped, and for the users
+    of those stored: create the missing ones when `create` (counting them in the
+    tenant's tracked users: on PostgreSQL by `write`, which gets them back marked `new`),
+    lock and read the others (as `lock`). Rows go in key order, so racing batches with
+    the same keys wait for each other in one order instead of deadlocking; users in id
+    order, for the same reason. One round trip on PostgreSQL (PG_STORE)."""
     rows = sorted(rows, key=lambda r: r["idempotency_key"] or "")
     if not postgres(session):
         inserted = insert_events(session, tenant_id, rows, source=source, test=test, now=now)
@@ -354,7 +325,7 @@ def store(session: Session, tenant_id: str, rows: list[dict], *, source: str, te
             followers = Followers(*r[2 + n:])
     inserted = [r for r in rows if r["idempotency_key"] is None or r["idempotency_key"] in keys]
     customers += [CustomerRow(id=u, created_at=now, new=True) for u in made]
-    if missing := sorted(users - {c.id for c in customers}):   # created by a racing batch meanwhile
+    if missing := sorted(users - {c.id for c in customers}):   # created by a racing batch meanwhile, held
         customers += lock(session, tenant_id, missing)[0]
     customers.sort(key=lambda c: c.id)
     return Stored(inserted, customers, followers, len(made))

@@ -376,3 +376,61 @@ def test_an_offset_postgresql_cannot_read_is_stored_as_its_utc_time(client, tena
     [event] = _events(rt, tenant.id)
     at = event.timestamp if event.timestamp.tzinfo else event.timestamp.replace(tzinfo=timezone.utc)
     assert at == datetime.fromisoformat(sent)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])   # row locks
+def test_batches_racing_for_new_and_existing_users_never_deadlock(app, tenant, rt, backend):
+    """Batch B creates u2, then finds u7 and u8 created meanwhile by racing batches (C, D);
+    batch A, started once u7 existed, holds u7 and waits for B's u2. B must not then wait
+    for u7: every batch takes its users in one id order, created or existing (bulk.py,
+    `store`). Before, B locked u7 after creating u2 and PostgreSQL broke the deadlock by
+    failing one of them (a 500)."""
+    from sqlalchemy import text
+
+    from cs_daemon.customers import bulk
+
+    _unlimited(rt, tenant.id)
+    results = {}
+
+    def send(name, users):
+        results[name] = app.test_client().post("/api/track", headers=auth(tenant.key), json={"events": [
+            {"user_id": u, "event": "clicked", "idempotency_key": f"{name}-{u}"} for u in users]})
+
+    def blocked_by(pid) -> bool:
+        with rt.session() as s:
+            return bool(s.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid))"),
+                                 {"pid": pid}))
+
+    def wait_until(done, thread):
+        for _ in range(1000):
+            if done():
+                return
+            thread.join(0.01)
+        pytest.fail("the batches never reached the expected waits")
+
+    send("old", ["u1"])   # an old user, so that A locks one before it creates; and the key's use noted
+    c, d = rt.session(tenant.id), rt.session(tenant.id)
+    with c as racing_c, d as racing_d:
+        bulk.create(racing_c, tenant.id, ["u7"], test=False, now=rt.now())
+        bulk.create(racing_d, tenant.id, ["u8"], test=False, now=rt.now())
+        pid_c, pid_d = (s.scalar(text("SELECT pg_backend_pid()")) for s in (racing_c, racing_d))
+        b = threading.Thread(target=send, args=("b", ["u2", "u7", "u8"]))
+        b.start()
+        wait_until(lambda: blocked_by(pid_c), b)          # B created u2, waits for C's u7
+        racing_c.commit()
+        wait_until(lambda: blocked_by(pid_d), b)          # B waits for D's u8
+        a = threading.Thread(target=send, args=("a", ["u1", "u2", "u7"]))
+        a.start()
+
+        def a_waits():
+            with rt.session() as s:
+                return s.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                     "AND datname = current_database()")) >= 2
+        wait_until(a_waits, a)                            # A waits for B's u2
+        racing_d.commit()
+    a.join(), b.join()
+    assert {name: r.status_code for name, r in results.items()} == {"old": 200, "a": 200, "b": 200}, \
+        {name: r.json for name, r in results.items()}
+    with rt.session(tenant.id) as s:
+        counts = {c.id: c.state["event_count"] for c in s.scalars(select(Customer)) if c.state}
+    assert counts == {"u1": 2, "u2": 2, "u7": 2, "u8": 1}
