@@ -262,6 +262,42 @@ def test_the_write_finds_its_rows_by_the_key_without_statistics(rt, tenant, back
     assert not re.search(r"Scan\b.* on customers\b", plan), plan
 
 
+def _customer_scans(plan: dict) -> list[dict]:
+    found = [plan] if plan.get("Relation Name") == "customers" and "Scan" in plan["Node Type"] else []
+    return found + [scan for child in plan.get("Plans", []) for scan in _customer_scans(child)]
+
+
+@pytest.mark.parametrize("backend", ["postgres"])   # a PostgreSQL plan
+def test_a_batch_reads_its_users_one_by_one_through_the_key_without_statistics(rt, tenant, backend):
+    """Before the table's first ANALYZE the planner took the tenant's customers as a
+    handful and, for the locked read, scanned all of them against the batch's users
+    (755 rows a batch at 755 users). Each scan of customers must now find at most one row
+    a probe, in the batch's statement and in the lock of users created meanwhile."""
+    import json
+
+    from cs_daemon.customers import bulk
+
+    _unlimited(rt, tenant.id)
+    with rt.session(tenant.id) as s:
+        bulk.create(s, tenant.id, [f"user-{i:05d}" for i in range(3000)], test=False, now=rt.now())
+    rows = [{"user_id": f"user-{i:05d}", "event": "clicked", "properties": {}, "ts": rt.now(), "key": f"k{i}"}
+            for i in (7, 1500, 2999)]
+    with rt.session(tenant.id) as s:
+        cur = bulk._cursor(s)
+        cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + bulk.PG_STORE, {
+            "tenant": tenant.id, "now": rt.now(), "source": "api", "test": False, "create": True,
+            "rows": bulk._json(rows)})
+        store = cur.fetchone()[0]
+        cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + bulk.PG_LOCK,
+                    {"tenant": tenant.id, "ids": [r["user_id"] for r in rows]})
+        lock = cur.fetchone()[0]
+        s.rollback()
+    for plan in (store, lock):
+        plan = plan if isinstance(plan, list) else json.loads(plan)
+        scans = _customer_scans(plan[0]["Plan"])
+        assert scans and all(scan["Actual Rows"] <= 1 for scan in scans), json.dumps(plan, indent=1)
+
+
 @pytest.mark.parametrize("backend", ["postgres"])   # row locks
 def test_the_tenant_row_is_locked_only_by_the_batchs_write(rt, tenant, backend):
     """The first statement creates the batch's new users but leaves the tenant's count
