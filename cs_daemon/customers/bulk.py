@@ -140,12 +140,14 @@ RETURNING id
 """
 
 # The rows of users, locked one by one in id order: the ids sorted by PostgreSQL (its
-# collation orders every other lock on customers) drive a LATERAL probe of the primary key
-# with FOR UPDATE, a form the planner can neither flatten nor turn around. As a join of
-# customers to the id list (`id = ANY(...)` or a join to unnest), the plan followed the
-# statistics: with those of a small or new tenant, it scanned every customer of the
-# tenant and matched each against the list (3 ms a batch at 3,000 users, growing with
-# the tenant). `ids` is a SQL expression giving the ids to lock.
+# collation orders every other lock on customers) drive a LATERAL probe of customers by
+# key with FOR UPDATE, a form the planner can neither flatten nor turn around: each probe
+# finds one row, through the primary key once the table has statistics (before its first
+# ANALYZE, another index led by tenant_id may be taken, still one probe a user). As a join
+# of customers to the id list (`id = ANY(...)` or a join to unnest), the plan followed the
+# statistics: with those of a small or new tenant it scanned every customer of the tenant
+# and matched each against the list (3 ms a batch at 3,000 users, growing with the
+# tenant). `ids` is a SQL expression giving the ids to lock.
 def _locked_rows(ids: str, tenant: str) -> str:
     return f"""SELECT {', '.join('c.' + name for name in READ)}
     FROM (SELECT id FROM {ids} ORDER BY id) AS u,

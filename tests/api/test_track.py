@@ -268,11 +268,13 @@ def _customer_scans(plan: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("backend", ["postgres"])   # a PostgreSQL plan
-def test_a_batch_reads_its_users_one_by_one_through_the_key_without_statistics(rt, tenant, backend):
+@pytest.mark.parametrize("statistics", [False, True])
+def test_a_batch_reads_its_users_one_by_one_through_an_index(rt, tenant, backend, statistics):
     """Before the table's first ANALYZE the planner took the tenant's customers as a
-    handful and, for the locked read, scanned all of them against the batch's users
-    (755 rows a batch at 755 users). Each scan of customers must now find at most one row
-    a probe, in the batch's statement and in the lock of users created meanwhile."""
+    handful and, for the locked read, joined all of them to the batch's users (3,000 rows
+    a batch at 3,000 users). Each scan of customers now finds at most one row a probe, in
+    the batch's statement and in the lock of users created meanwhile; with statistics,
+    through the primary key."""
     import json
 
     from cs_daemon.customers import bulk
@@ -284,6 +286,8 @@ def test_a_batch_reads_its_users_one_by_one_through_the_key_without_statistics(r
             for i in (7, 1500, 2999)]
     with rt.session(tenant.id) as s:
         cur = bulk._cursor(s)
+        if statistics:
+            cur.execute("ANALYZE customers")
         cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + bulk.PG_STORE, {
             "tenant": tenant.id, "now": rt.now(), "source": "api", "test": False, "create": True,
             "rows": bulk._json(rows)})
@@ -296,6 +300,7 @@ def test_a_batch_reads_its_users_one_by_one_through_the_key_without_statistics(r
         plan = plan if isinstance(plan, list) else json.loads(plan)
         scans = _customer_scans(plan[0]["Plan"])
         assert scans and all(scan["Actual Rows"] <= 1 for scan in scans), json.dumps(plan, indent=1)
+        assert not statistics or all(scan["Index Name"] == "customers_pkey" for scan in scans), json.dumps(plan)
 
 
 @pytest.mark.parametrize("backend", ["postgres"])   # row locks
