@@ -282,8 +282,8 @@ def test_a_batch_reads_its_users_one_by_one_through_an_index(rt, tenant, backend
     _unlimited(rt, tenant.id)
     with rt.session(tenant.id) as s:
         bulk.create(s, tenant.id, [f"user-{i:05d}" for i in range(3000)], test=False, now=rt.now())
-    rows = [{"user_id": f"user-{i:05d}", "event": "clicked", "properties": {}, "ts": rt.now(), "key": f"k{i}"}
-            for i in (7, 1500, 2999)]
+    rows = [{"id": f"event-{i}", "user_id": f"user-{i:05d}", "event": "clicked", "properties": {}, "ts": rt.now(),
+             "key": f"k{i}"} for i in (7, 1500, 2999)]
     with rt.session(tenant.id) as s:
         cur = bulk._cursor(s)
         if statistics:
