@@ -12,8 +12,8 @@ Without a tracked-user limit, users are created after the events and only for ev
 really stored, so a replayed batch writes nothing at all. On PostgreSQL a batch is two
 statements (bulk.py): the first inserts the events, creates the users they name that
 are new (without a limit) and locks and reads the others, with who follows the tenant's
-changes; the second writes the re-scored users, their score snapshots and the outbox
-rows of their changes. A replay ends after the first. A tracked-user limit adds the
+changes; the second writes the re-scored users, the score snapshots of the days that
+ended since they were last scored (snapshots.py) and the outbox rows of their changes. A replay ends after the first. A tracked-user limit adds the
 reads and writes of its seats before them, open interventions the outcome checks after
 (the outbox rows then follow those), active playbooks the decision requests, active
 webhook endpoints the deliveries. SQLite runs the same steps statement by statement.
@@ -202,6 +202,7 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     customers, followers = loaded or bulk.lock(session, tenant_id, sorted(by_user))
     changes: list[tuple[str, dict]] = []
     touched: dict[str, tuple[set[str], bool]] = {}
+    ended = snapshots.ended(customers, now=now)
     for customer in customers:
         rows = sorted(by_user[customer.id], key=lambda r: r["timestamp"])
         for row in rows:
@@ -217,7 +218,7 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     # the changes (their order since the start); without open interventions the outbox rows
     # go with the customers' update, and OutboxRowsWritten has their webhooks made.
     out = [] if followers.open_interventions else outbox.rows_of(tenant_id, changes, now=now, test=test)
-    _write(session, tenant_id, customers, out, now=now, test=test)
+    _write(session, tenant_id, customers, ended, out, now=now, test=test)
     _forget_loaded(session, tenant_id, customers)
     if followers.open_interventions:
         domain_events.publish(session, domain_events.EventsStored(
@@ -228,17 +229,18 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     return touched, followers
 
 
-def _write(session: Session, tenant_id: str, customers: list[bulk.CustomerRow], out: list[dict], *,
-           now: datetime, test: bool) -> None:
-    """The users' new columns, today's score snapshots and the outbox rows `out`: on
-    PostgreSQL one statement (the update with the other two as CTEs)."""
-    snaps = [snapshots.row(c) for c in customers]
+def _write(session: Session, tenant_id: str, customers: list[bulk.CustomerRow], ended: list[str],
+           out: list[dict], *, now: datetime, test: bool) -> None:
+    """The users' new columns, the score snapshots of the users `ended` (snapshots.ended:
+    their rows' scores before this write) and the outbox rows `out`: on PostgreSQL one
+    statement (the update with the others as CTEs)."""
     if bulk.postgres(session):
-        bulk.write(session, tenant_id, customers, test=test, also=[snapshots.pg_part(tenant_id, snaps, now=now)]
+        bulk.write(session, tenant_id, customers, test=test,
+                   also=[snapshots.pg_part(tenant_id, ended)] * bool(ended)
                    + [outbox.pg_part(tenant_id, out, now=now, test=test)] * bool(out))
         return
+    snapshots.write(session, tenant_id, ended)
     bulk.write(session, tenant_id, customers, test=test)
-    snapshots.write(session, tenant_id, snaps, now=now)
     if out:
         outbox.insert_rows(session, out)
 

@@ -181,8 +181,8 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
         if not rows:
             snapshots.prune(session, now=now)
             return done
+        _store_ended_days(session, rows, now=now)
         changes: dict[str, list] = {}
-        scored: dict[str, list[dict]] = {}
         for customer in rows:
             if customer.tenant_id not in configs:
                 configs[customer.tenant_id] = tenant_config.scoring_of(session.scalar(
@@ -192,13 +192,20 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
                 state.first_seen_at = customer.created_at
             found = rescore(customer, state, configs[customer.tenant_id], now)
             changes.setdefault(customer.tenant_id, []).extend(found)
-            scored.setdefault(customer.tenant_id, []).append(snapshots.row(customer))
         for tenant_id, events in changes.items():
             outbox.record_many(session, tenant_id, events, now=now)
         session.flush()
-        for tenant_id, values in scored.items():
-            snapshots.write(session, tenant_id, values, now=now)
         done += len(rows)
         if len(rows) < batch:
             snapshots.prune(session, now=now)
             return done
+
+
+def _store_ended_days(session: Session, customers: list[Customer], *, now: datetime) -> None:
+    """The score snapshots of the users whose last scored day is over, read from their
+    rows before the re-score changes them (customers/snapshots.py)."""
+    by_tenant: dict[str, list[Customer]] = {}
+    for customer in customers:
+        by_tenant.setdefault(customer.tenant_id, []).append(customer)
+    for tenant_id, users in by_tenant.items():
+        snapshots.write(session, tenant_id, snapshots.ended(users, now=now))

@@ -1,21 +1,24 @@
 """Daily score snapshots: each user's scores as they stood at the end of each day they
 were scored (UTC days), for the health and engagement chart of a customer over time
-(docs/console.md, "Customers"). Ingest and the score sweep write them in the batch's
-own round trips; a day's row is overwritten by each later re-score that day. Rows older
-than RETENTION_DAYS are dropped by the score sweep."""
+(docs/console.md, "Health over time"). The customer row holds the scores of the day it
+was last scored, so that day is stored only once it is over: the first re-score of a
+later day (ingest or the score sweep, in the batch's own round trips) writes the
+values the row held before it, dated the day they were scored. Rows older than
+RETENTION_DAYS are dropped by the score sweep."""
 
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
-from sqlalchemy import Column, Date, Float, Index, String, delete, select
+from sqlalchemy import Column, Date, Float, Index, String, bindparam, delete, func, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 from sqlmodel import Field
 
 from ..db import TenantOwned
 from . import fields
-from .bulk import _cursor, _json
+from .bulk import _cursor
+from .models import Customer
 
 RETENTION_DAYS = 90     # the longest chart the console draws
 SCORES = fields.SCORES
@@ -37,54 +40,68 @@ class ScoreSnapshot(TenantOwned, table=True):
 
 
 COLUMNS = (*SCORES, *fields.STANDING)
+_table = ScoreSnapshot.__table__
+_customers = Customer.__table__
 
-# the PostgreSQL statement: rows as one JSON document, as the rest of ingest sends them
-PG_UPSERT = (
+# The day's row is read from the customer row before its re-score: on PostgreSQL a CTE of
+# the statement that updates it reads the statement's snapshot, the values before the update
+PG_STORE = (
     "INSERT INTO score_snapshots (tenant_id, user_id, day, " + ", ".join(COLUMNS) + ") "
-    "SELECT %(tenant)s, x.id, %(day)s, " + ", ".join(f"x.{c}" for c in COLUMNS) + " "
-    "FROM json_to_recordset(%(snapshots)s::json) AS x(id text, health float8, activation_score float8, "
-    "engagement_score float8, expansion_score float8, lifecycle_stage text, risk_level text) "
-    "ORDER BY x.id "
+    "SELECT tenant_id, id, (scored_at AT TIME ZONE 'UTC')::date, " + ", ".join(COLUMNS) + " "
+    "FROM customers WHERE tenant_id = %(tenant)s AND id = ANY(%(ended)s::text[]) ORDER BY id "
     "ON CONFLICT (tenant_id, user_id, day) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS)
 )
+_store = sqlite.insert(_table).from_select(
+    ["tenant_id", "user_id", "day", *COLUMNS],
+    select(_customers.c.tenant_id, _customers.c.id, func.date(_customers.c.scored_at),
+           *(_customers.c[c] for c in COLUMNS))
+    .where(_customers.c.tenant_id == bindparam("tenant"), _customers.c.id.in_(bindparam("ended", expanding=True))))
+_store = _store.on_conflict_do_update(index_elements=["tenant_id", "user_id", "day"],
+                                      set_={c: _store.excluded[c] for c in COLUMNS})
 
-_table = ScoreSnapshot.__table__
+
+def ended(customers, *, now: datetime) -> list[str]:
+    """The users, about to be re-scored at `now` (models or ingest rows), whose last scored
+    day is over: their row holds its final scores, which `write` stores. Not those scored
+    today already, nor those never scored."""
+    today = now.date()
+    return [c.id for c in customers if c.scored_at is not None and c.scored_at.date() < today]
 
 
-def row(customer) -> dict:
-    """The snapshot values of a re-scored customer (a model or an ingest row)."""
-    return {"id": customer.id, **{c: getattr(customer, c) for c in COLUMNS}}
-
-
-def write(session: Session, tenant_id: str, rows: list[dict], *, now: datetime) -> None:
-    """Upsert today's snapshot of each user (dicts of `row`)."""
-    if not rows:
+def write(session: Session, tenant_id: str, user_ids: list[str]) -> None:
+    """Store the scores of these users' rows as the snapshot of the day they were scored,
+    before their re-score writes the rows (users of `ended`). A row written earlier for
+    that day is overwritten: the values at the end of the day are the ones to keep."""
+    if not user_ids:
         return
-    day = now.date()
     if session.get_bind().dialect.name == "postgresql":
         with _cursor(session) as cur:
-            cur.execute(*pg_part(tenant_id, rows, now=now))
+            cur.execute(*pg_part(tenant_id, user_ids))
         return
-    stmt = sqlite.insert(_table)
-    stmt = stmt.on_conflict_do_update(index_elements=["tenant_id", "user_id", "day"],
-                                      set_={c: stmt.excluded[c] for c in COLUMNS})
-    session.execute(stmt, [{"tenant_id": tenant_id, "user_id": r["id"], "day": day,
-                            **{c: r[c] for c in COLUMNS}} for r in rows])
+    session.execute(_store, {"tenant": tenant_id, "ended": user_ids})
 
 
-def pg_part(tenant_id: str, rows: list[dict], *, now: datetime) -> tuple[str, dict]:
-    """The PostgreSQL upsert of `write` and its parameters, which ingest runs as a CTE of
-    the customers' update (customers/ingest.py)."""
-    return PG_UPSERT, {"tenant": tenant_id, "day": now.date(), "snapshots": _json(rows)}
+def pg_part(tenant_id: str, user_ids: list[str]) -> tuple[str, dict]:
+    """The PostgreSQL statement of `write` and its parameters, which ingest runs as a CTE
+    of the customers' update (customers/ingest.py)."""
+    return PG_STORE, {"tenant": tenant_id, "ended": user_ids}
 
 
 def history(session: Session, user_id: str, *, days: int, now: datetime) -> list[ScoreSnapshot]:
-    """The user's daily snapshots of the last `days` days, oldest first (a tenant session)."""
+    """The user's daily scores of the last `days` days, oldest first (a tenant session):
+    the stored snapshots, and for the day the user was last scored its current scores,
+    from the customer row (a snapshot not added to the session)."""
     since = now.date() - timedelta(days=days - 1)
-    return list(session.scalars(select(ScoreSnapshot).where(ScoreSnapshot.user_id == user_id,
-                                                            ScoreSnapshot.day >= since)
-                                .order_by(ScoreSnapshot.day)))
+    stored = {s.day: s for s in session.scalars(select(ScoreSnapshot).where(ScoreSnapshot.user_id == user_id,
+                                                                          ScoreSnapshot.day >= since))}
+    customer = session.execute(select(Customer.tenant_id, Customer.scored_at, *(getattr(Customer, c) for c in COLUMNS))
+                               .where(Customer.id == user_id)).first()
+    if customer is not None and customer.scored_at is not None and customer.scored_at.date() >= since:
+        day = customer.scored_at.date()
+        stored[day] = ScoreSnapshot(tenant_id=customer.tenant_id, user_id=user_id, day=day,
+                                    **{c: getattr(customer, c) for c in COLUMNS})
+    return [stored[day] for day in sorted(stored)]
 
 
 def prune(session: Session, *, now: datetime) -> int:

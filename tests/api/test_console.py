@@ -328,3 +328,64 @@ def test_ingest_and_the_sweep_keep_a_daily_score_snapshot(client, world, rt, clo
         customers.sweep(s, now=rt.now())
         kept = [snap.day for snap in snapshots.history(s, "u1", days=400, now=rt.now())]
     assert kept == [rt.now().date()]                                   # older than 90 days: pruned
+
+
+def _stored(rt, tenant_id) -> list[tuple]:
+    """The score_snapshots rows: (day, health, engagement, stage, risk)."""
+    with rt.session(tenant_id) as s:
+        return [(r.day, r.health, r.engagement_score, r.lifecycle_stage, r.risk_level)
+                for r in s.scalars(select(snapshots.ScoreSnapshot).order_by(snapshots.ScoreSnapshot.day))]
+
+
+def _scores(rt, tenant_id, user_id: str) -> tuple:
+    with rt.session(tenant_id) as s:
+        c = customers.get(s, user_id)
+        return c.scored_at.date(), c.health, c.engagement_score, c.lifecycle_stage, c.risk_level
+
+
+def test_ingest_stores_a_day_of_scores_at_the_first_re_score_of_a_later_day(client, world, rt, clock):
+    tenant, _, _ = world
+    h = auth(tenant.key)
+    for name in ("report_created", "report_shared", "invited_teammate"):
+        client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": name}]})
+    assert _stored(rt, tenant.id) == []                     # scored today already: the customer row is the day
+    with rt.session(tenant.id) as s:                        # a row the day's earlier re-scores left (before lazy snapshots)
+        s.add(snapshots.ScoreSnapshot(tenant_id=tenant.id, user_id="u1", day=rt.now().date(), health=1.0,
+                                      activation_score=1.0, engagement_score=1.0, expansion_score=1.0,
+                                      lifecycle_stage="new", risk_level="high"))
+        s.flush()
+        [today] = snapshots.history(s, "u1", days=90, now=rt.now())
+        assert (today.day, today.health, today.engagement_score, today.lifecycle_stage, today.risk_level) \
+            == _scores(rt, tenant.id, "u1")                # the customer row stands for its day
+    day_end = _scores(rt, tenant.id, "u1")
+
+    clock.advance(days=1)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "report_created"}]})
+    assert _stored(rt, tenant.id) == [day_end]              # yesterday's final scores, dated yesterday
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "report_shared"}]})
+    assert _stored(rt, tenant.id) == [day_end]              # and only at the day's first re-score
+    with rt.session(tenant.id) as s:
+        points = [(p.day, p.health, p.engagement_score, p.lifecycle_stage, p.risk_level)
+                  for p in snapshots.history(s, "u1", days=90, now=rt.now())]
+    assert points == [day_end, _scores(rt, tenant.id, "u1")]
+
+
+def test_the_sweep_stores_a_day_of_scores_at_its_first_re_score_of_a_later_day(client, world, rt, clock):
+    tenant, _, _ = world
+    client.post("/api/track", headers=auth(tenant.key), json={"events": [{"user_id": "u1", "event": "report_created"}]})
+    clock.advance(minutes=11)
+    with rt.session(tenant.id) as s:
+        assert customers.sweep(s, now=rt.now()) == 1
+    assert _stored(rt, tenant.id) == []
+    day_end = _scores(rt, tenant.id, "u1")
+
+    clock.advance(days=1)
+    with rt.session(tenant.id) as s:
+        assert customers.sweep(s, now=rt.now()) == 1
+    assert _stored(rt, tenant.id) == [day_end]
+    clock.advance(minutes=11)
+    with rt.session(tenant.id) as s:
+        assert customers.sweep(s, now=rt.now()) == 1
+        assert [p.day for p in snapshots.history(s, "u1", days=90, now=rt.now())] == [
+            day_end[0], rt.now().date()]
+    assert _stored(rt, tenant.id) == [day_end]

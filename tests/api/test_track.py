@@ -375,6 +375,39 @@ def test_a_batch_is_two_statements_and_its_replay_one(client, tenant, rt, clock,
     assert users["old"].lifecycle_stage == "activated" and ("user.stage_changed", "old") in changes
 
 
+@pytest.mark.parametrize("backend", ["postgres"])   # the statements of bulk.py
+def test_a_batch_writes_score_snapshots_only_for_users_last_scored_on_an_earlier_day(client, tenant, rt, clock,
+                                                                                    backend, monkeypatch):
+    """docs/console.md, "Health over time": users scored today already are the customer
+    row; the batch's write statement stores a snapshot only for a day that is over."""
+    import psycopg
+
+    from cs_daemon.customers.snapshots import ScoreSnapshot
+
+    _unlimited(rt, tenant.id)
+    h = auth(tenant.key)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": u, "event": "x"} for u in ("a", "b")]})
+    executed: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def capturing(cur, query, *args, **kwargs):
+        if "api_keys" not in str(query):
+            executed.append(str(query))
+        return execute(cur, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", capturing)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": u, "event": "y"} for u in ("a", "b")]})
+    assert len(executed) == 2 and not any("score_snapshots" in q for q in executed), executed
+    executed.clear()
+    clock.advance(days=1)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "a", "event": "y"}]})
+    assert len(executed) == 2 and "score_snapshots" in executed[1], executed
+    monkeypatch.undo()
+    with rt.session(tenant.id) as s:
+        assert [(r.user_id, r.day) for r in s.scalars(select(ScoreSnapshot))] == [
+            ("a", (rt.now() - timedelta(days=1)).date())]
+
+
 @pytest.mark.parametrize("backend", ["postgres"])   # row locks
 def test_a_user_created_by_a_racing_batch_meanwhile_is_locked_and_scored(app, tenant, rt, backend):
     """The batch's statement waits for the racing insert of its user, then sees the row

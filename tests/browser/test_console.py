@@ -40,9 +40,10 @@ def _history(console, user_id: str, days: int) -> None:
     with console.rt.session(console.tenant.id) as s:
         for back in range(days, 0, -1):
             wave = math.sin(back / 5)
-            snapshots.write(s, console.tenant.id, [{
-                "id": user_id, "health": 55 + 25 * wave, "activation_score": 60, "engagement_score": 45 + 30 * math.cos(back / 4),
-                "expansion_score": 20, "lifecycle_stage": "engaged", "risk_level": "low"}], now=now - timedelta(days=back))
+            s.add(snapshots.ScoreSnapshot(
+                tenant_id=console.tenant.id, user_id=user_id, day=(now - timedelta(days=back)).date(),
+                health=55 + 25 * wave, activation_score=60, engagement_score=45 + 30 * math.cos(back / 4),
+                expansion_score=20, lifecycle_stage="engaged", risk_level="low"))
 
 
 def _card(page, iv: str):
