@@ -62,6 +62,8 @@ def _case(seed: int) -> dict:
     """One user through a few ingest batches, then a few sweeps: what each step scored."""
     rnd = random.Random(seed)
     config = _config(rnd)
+    if seed % 2:   # as ingest and the sweep pass it: resolved once
+        config = scoring.Rules.of(config)
     customer = CustomerRow(id=f"u{seed}", traits={"plan": "pro"} if rnd.random() < 0.5 else {},
                            team_size=rnd.choice(TEAM_SIZES), created_at=T0)
     now = T0
@@ -84,7 +86,8 @@ def _case(seed: int) -> dict:
     return {"seed": seed, "steps": steps, "state": customer.state}
 
 
-def _step(customer: CustomerRow, state: scoring.UserState, config: dict | None, now: datetime) -> dict:
+def _step(customer: CustomerRow, state: scoring.UserState, config: dict | scoring.Rules | None,
+          now: datetime) -> dict:
     changes = rescore(customer, state, config, now)
     return {"now": now.isoformat(), "changes": changes,
             "scores": [customer.activation_score, customer.engagement_score, customer.expansion_score,
