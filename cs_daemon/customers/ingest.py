@@ -200,6 +200,7 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     if config is None:
         config = tenant_config.scoring_of(session.scalar(select(Tenant.config).where(Tenant.id == tenant_id)))
     customers, followers = loaded or bulk.lock(session, tenant_id, sorted(by_user))
+    rules = scoring.Rules.of(config)
     changes: list[tuple[str, dict]] = []
     touched: dict[str, tuple[set[str], bool]] = {}
     ended = snapshots.ended(customers, now=now)
@@ -210,8 +211,8 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
         state = scoring.UserState.from_json(customer.state)
         if state.first_seen_at is None and not customer.state:
             state.first_seen_at = min(customer.created_at, rows[0]["timestamp"])
-        scoring.apply_events(state, [scoring.Event(r["event"], r["timestamp"]) for r in rows], config)
-        changed = rescore(customer, state, config, now)
+        scoring.apply_events(state, [scoring.Event(r["event"], r["timestamp"]) for r in rows], rules)
+        changed = rescore(customer, state, rules, now)
         changes += changed
         touched[customer.id] = ({r["event"] for r in rows}, bool(changed))
     # The outcomes (settled by the handler of EventsStored) come before the outbox rows of

@@ -174,7 +174,7 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
     runs it, one tenant at a time), every tenant's otherwise. Returns how many were
     re-scored. Users already churned by inactivity stay so until they act again, and
     are skipped."""
-    configs: dict[str, dict] = {}
+    configs: dict[str, scoring.Rules] = {}
     done = 0
     while True:
         rows = session.scalars(select(Customer).where(*_stale(now)).order_by(Customer.scored_at).limit(batch)).all()
@@ -185,8 +185,8 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
         changes: dict[str, list] = {}
         for customer in rows:
             if customer.tenant_id not in configs:
-                configs[customer.tenant_id] = tenant_config.scoring_of(session.scalar(
-                    select(Tenant.config).where(Tenant.id == customer.tenant_id)))
+                configs[customer.tenant_id] = scoring.Rules.of(tenant_config.scoring_of(session.scalar(
+                    select(Tenant.config).where(Tenant.id == customer.tenant_id))))
             state = scoring.UserState.from_json(customer.state)
             if state.first_seen_at is None:
                 state.first_seen_at = customer.created_at

@@ -48,12 +48,12 @@ def _int(value) -> int | None:
     return int(number) if number.is_integer() and 0 <= number < 2**31 else None
 
 
-def rescore(customer: Customer, state: scoring.UserState, config: dict,
+def rescore(customer: Customer, state: scoring.UserState, config: dict | scoring.Rules,
             now: datetime) -> list[tuple[str, dict]]:
     """Evaluate and store scores; return the outbox events of a stage or risk change
     (none on a user's first scoring)."""
-    traits = {**(customer.traits or {}), "team_size": customer.team_size}
-    scores = scoring.evaluate(state, traits, config, now)
+    # of the traits, scoring reads the team size, which the column holds
+    scores = scoring.evaluate(state, {"team_size": customer.team_size}, config, now)
     scoring.record_health(state, scores.health, now)
     first = customer.scored_at is None
     before_stage, before_risk = customer.lifecycle_stage, customer.risk_level
@@ -67,7 +67,7 @@ def rescore(customer: Customer, state: scoring.UserState, config: dict,
     customer.state = state.to_json()
     customer.scored_at = now
     customer.updated_at = now
-    if first:
+    if first or (scores.lifecycle_stage == before_stage and scores.risk_level == before_risk):
         return []
     at = now.isoformat()
     changes = []

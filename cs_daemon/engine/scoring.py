@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from operator import attrgetter
+from typing import Any, Iterable, NamedTuple
 
 STAGES = ("new", "onboarding", "activated", "engaged", "at_risk", "dormant", "churned")
 RISK_LEVELS = ("low", "medium", "high", "critical")
@@ -34,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "risk_trend_drop": 15,
 }
 EXPANSION_HALF_LIFE_DAYS = 14
+_AT = attrgetter("at")
 TREND_DAYS = 7
 
 
@@ -42,13 +44,58 @@ def setting(config: dict | None, name: str):
     return DEFAULTS[name] if value is None else value
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """A tenant's scoring config with its defaults applied and its values in the form the
+    rules use them, made once (for a batch, for a tenant of the sweep) rather than looked
+    up again for every user. Every function below that takes a config takes this too."""
+
+    milestones: frozenset[str]
+    expansion_events: frozenset[str]
+    churn_events: frozenset[str]
+    half_life: float
+    saturation: float
+    weights: tuple[float, float, float]   # activation, engagement, expansion: never negative
+    weight_total: float
+    new_for_hours: float
+    onboarding_days: float
+    engaged_min_engagement: float
+    dormant_after_days: float
+    churned_after_days: float
+    thresholds: tuple[float, float, float]   # critical, high, medium
+    trend_drop: float
+
+    @classmethod
+    def of(cls, config: "dict | Rules | None") -> "Rules":
+        if isinstance(config, Rules):
+            return config
+        weights = {**DEFAULTS["health_weights"], **(setting(config, "health_weights") or {})}
+        parts = {k: max(0.0, float(weights.get(k, 0) or 0)) for k in ("activation", "engagement", "expansion")}
+        t = {**DEFAULTS["risk_thresholds"], **(setting(config, "risk_thresholds") or {})}
+        return cls(
+            milestones=frozenset(setting(config, "milestones")),
+            expansion_events=frozenset(setting(config, "expansion_events")),
+            churn_events=frozenset(setting(config, "churn_events")),
+            half_life=float(setting(config, "engagement_half_life_days")),
+            saturation=max(0.1, float(setting(config, "engagement_saturation"))),
+            weights=(parts["activation"], parts["engagement"], parts["expansion"]),
+            weight_total=sum(parts.values()) or 1.0,
+            new_for_hours=setting(config, "new_for_hours"), onboarding_days=setting(config, "onboarding_days"),
+            engaged_min_engagement=setting(config, "engaged_min_engagement"),
+            dormant_after_days=setting(config, "dormant_after_days"),
+            churned_after_days=setting(config, "churned_after_days"),
+            thresholds=(t["critical"], t["high"], t["medium"]),
+            trend_drop=-float(setting(config, "risk_trend_drop")),
+        )
+
+
+@dataclass(slots=True)
 class Event:
     name: str
     at: datetime
 
 
-@dataclass
+@dataclass(slots=True)
 class UserState:
     """What scoring needs to remember of a user between events."""
 
@@ -63,31 +110,45 @@ class UserState:
     health_history: list[list] = field(default_factory=list)  # [[day number, health], ...]
 
     def to_json(self) -> dict:
-        iso = lambda d: d.isoformat() if d else None  # noqa: E731
+        # the masses are mostly as of the last activity, the very same time: written once
+        # (an aware time's isoformat is one of the dearest steps of a re-score)
+        last = self.last_activity_at
+        last_text = last.isoformat() if last else None
+        mass_at, churned = self.mass_at, self.churned_at
         return {
-            "first_seen_at": iso(self.first_seen_at), "last_activity_at": iso(self.last_activity_at),
+            "first_seen_at": _iso(self.first_seen_at), "last_activity_at": last_text,
             "milestones_done": self.milestones_done, "engagement_mass": self.engagement_mass,
-            "expansion_mass": self.expansion_mass, "mass_at": iso(self.mass_at),
-            "churned_at": iso(self.churned_at), "event_count": self.event_count,
+            "expansion_mass": self.expansion_mass, "mass_at": last_text if mass_at is last else _iso(mass_at),
+            "churned_at": last_text if churned is last else _iso(churned), "event_count": self.event_count,
             "health_history": self.health_history,
         }
 
     @classmethod
     def from_json(cls, data: dict | None) -> "UserState":
         data = data or {}
-        dt = lambda v: datetime.fromisoformat(v) if v else None  # noqa: E731
+        get = data.get
+        last_text = get("last_activity_at")
+        last = datetime.fromisoformat(last_text) if last_text else None
+        mass_at, churned = get("mass_at"), get("churned_at")
         return cls(
-            first_seen_at=dt(data.get("first_seen_at")), last_activity_at=dt(data.get("last_activity_at")),
-            milestones_done=list(data.get("milestones_done", [])),
-            engagement_mass=float(data.get("engagement_mass", 0.0)),
-            expansion_mass=float(data.get("expansion_mass", 0.0)), mass_at=dt(data.get("mass_at")),
-            churned_at=dt(data.get("churned_at")), event_count=int(data.get("event_count", 0)),
-            health_history=[list(x) for x in data.get("health_history", [])],
+            first_seen_at=_time(get("first_seen_at")), last_activity_at=last,
+            milestones_done=list(get("milestones_done", ())),
+            engagement_mass=float(get("engagement_mass", 0.0)), expansion_mass=float(get("expansion_mass", 0.0)),
+            mass_at=last if mass_at == last_text else _time(mass_at),
+            churned_at=last if churned == last_text else _time(churned), event_count=int(get("event_count", 0)),
+            health_history=[list(x) for x in get("health_history", ())],
         )
 
 
-@dataclass(frozen=True)
-class Scores:
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+class Scores(NamedTuple):
     activation_score: float
     engagement_score: float
     expansion_score: float
@@ -102,67 +163,101 @@ def _decay(mass: float, since: datetime | None, until: datetime, half_life_days:
     return mass * 0.5 ** ((until - since).total_seconds() / 86400 / half_life_days)
 
 
-def apply_events(state: UserState, events: Iterable[Event], config: dict | None) -> UserState:
+def apply_events(state: UserState, events: Iterable[Event], config: dict | Rules | None) -> UserState:
     """Fold events (any order) into the state. `$identify`/`$locale` set traits, not activity."""
-    milestones = set(setting(config, "milestones"))
-    expansion = set(setting(config, "expansion_events"))
-    churn = set(setting(config, "churn_events"))
-    half_life = float(setting(config, "engagement_half_life_days"))
+    rules = Rules.of(config)
+    milestones, expansion, churn = rules.milestones, rules.expansion_events, rules.churn_events
+    half_life = rules.half_life
+    first, last, churned, count = state.first_seen_at, state.last_activity_at, state.churned_at, state.event_count
+    engagement_mass, expansion_mass, mass_at = state.engagement_mass, state.expansion_mass, state.mass_at
     done = list(state.milestones_done)
-    for ev in sorted(events, key=lambda e: e.at):
-        if state.first_seen_at is None or ev.at < state.first_seen_at:
-            state.first_seen_at = ev.at
-        if ev.name in SPECIAL_EVENTS:
+    for ev in sorted(events, key=_AT):
+        at, name = ev.at, ev.name
+        if first is None or at < first:
+            first = at
+        if name in SPECIAL_EVENTS:
             continue
-        state.event_count += 1
-        if state.mass_at is None or ev.at > state.mass_at:
-            state.engagement_mass = _decay(state.engagement_mass, state.mass_at, ev.at, half_life)
-            state.expansion_mass = _decay(state.expansion_mass, state.mass_at, ev.at, EXPANSION_HALF_LIFE_DAYS)
-            state.mass_at = ev.at
-        state.engagement_mass += _decay(1.0, ev.at, state.mass_at, half_life)
-        if ev.name in expansion:
-            state.expansion_mass += _decay(1.0, ev.at, state.mass_at, EXPANSION_HALF_LIFE_DAYS)
-        if ev.name in milestones and ev.name not in done:
-            done.append(ev.name)
-        if ev.name in churn:
-            if state.churned_at is None or ev.at > state.churned_at:
-                state.churned_at = ev.at
-        if state.last_activity_at is None or ev.at > state.last_activity_at:
-            state.last_activity_at = ev.at
+        count += 1
+        if mass_at is None or at > mass_at:
+            # the masses move forward to this event, which then counts in full
+            if mass_at is not None:
+                days = (at - mass_at).total_seconds() / 86400
+                if engagement_mass != 0.0:
+                    engagement_mass = engagement_mass * 0.5 ** (days / half_life)
+                if expansion_mass != 0.0:
+                    expansion_mass = expansion_mass * 0.5 ** (days / EXPANSION_HALF_LIFE_DAYS)
+            mass_at = at
+            engagement_mass += 1.0
+            if name in expansion:
+                expansion_mass += 1.0
+        else:   # a late event counts as decayed to where the masses are
+            engagement_mass += _decay(1.0, at, mass_at, half_life)
+            if name in expansion:
+                expansion_mass += _decay(1.0, at, mass_at, EXPANSION_HALF_LIFE_DAYS)
+        if name in milestones and name not in done:
+            done.append(name)
+        if name in churn and (churned is None or at > churned):
+            churned = at
+        if last is None or at > last:
+            last = at
+    if churned and last and last > churned:
+        churned = None
+    state.first_seen_at, state.last_activity_at, state.churned_at, state.event_count = first, last, churned, count
+    state.engagement_mass, state.expansion_mass, state.mass_at = engagement_mass, expansion_mass, mass_at
     state.milestones_done = done
-    if state.churned_at and state.last_activity_at and state.last_activity_at > state.churned_at:
-        state.churned_at = None
     return state
 
 
-def activation(state: UserState, config: dict | None) -> float:
-    milestones = setting(config, "milestones")
+def activation(state: UserState, config: dict | Rules | None) -> float:
+    return _activation(state, Rules.of(config))
+
+
+def _activation(state: UserState, rules: Rules) -> float:
+    milestones = rules.milestones
     if not milestones:
         return 100.0 if state.event_count > 0 else 0.0
-    done = sum(1 for m in set(milestones) if m in state.milestones_done)
-    return round(100.0 * done / len(set(milestones)), 2)
+    done = sum(1 for m in milestones if m in state.milestones_done)
+    return round(100.0 * done / len(milestones), 2)
 
 
-def engagement(state: UserState, config: dict | None, now: datetime) -> float:
-    mass = _decay(state.engagement_mass, state.mass_at, now, float(setting(config, "engagement_half_life_days")))
-    saturation = max(0.1, float(setting(config, "engagement_saturation")))
-    return round(100.0 * (1.0 - math.exp(-mass / saturation)), 2)
+def engagement(state: UserState, config: dict | Rules | None, now: datetime) -> float:
+    rules = Rules.of(config)
+    return _engagement_of(_decay(state.engagement_mass, state.mass_at, now, rules.half_life), rules)
+
+
+def _engagement_of(mass: float, rules: Rules) -> float:
+    return round(100.0 * (1.0 - math.exp(-mass / rules.saturation)), 2)
 
 
 def expansion(state: UserState, team_size: float | None, engagement_score: float, now: datetime) -> float:
+    return _expansion_of(_decay(state.expansion_mass, state.mass_at, now, EXPANSION_HALF_LIFE_DAYS), team_size,
+                         engagement_score)
+
+
+def _expansion_of(mass: float, team_size: float | None, engagement_score: float) -> float:
     team = 0.0
     if team_size and team_size > 0:
         team = min(40.0, 10.0 * math.log2(1.0 + float(team_size)))
-    signals = min(40.0, 20.0 * _decay(state.expansion_mass, state.mass_at, now, EXPANSION_HALF_LIFE_DAYS))
+    signals = min(40.0, 20.0 * mass)
     momentum = 20.0 * max(0.0, (engagement_score - 50.0) / 50.0)
     return round(min(100.0, team + signals + momentum), 2)
 
 
-def health(scores: dict[str, float], config: dict | None) -> float:
-    weights = {**DEFAULTS["health_weights"], **(setting(config, "health_weights") or {})}
-    parts = {k: max(0.0, float(weights.get(k, 0) or 0)) for k in ("activation", "engagement", "expansion")}
-    total = sum(parts.values()) or 1.0
-    value = sum(parts[k] * scores[k] for k in parts) / total
+def _decayed(mass: float, days: float, half_life_days: float) -> float:
+    """`_decay` over `days` (those from the masses' time to now): one subtraction of
+    times for both masses."""
+    if days <= 0.0 or mass == 0.0:
+        return mass
+    return mass * 0.5 ** (days / half_life_days)
+
+
+def health(scores: dict[str, float], config: dict | Rules | None) -> float:
+    return _health(scores["activation"], scores["engagement"], scores["expansion"], Rules.of(config))
+
+
+def _health(act: float, eng: float, exp: float, rules: Rules) -> float:
+    w_act, w_eng, w_exp = rules.weights
+    value = sum((w_act * act, w_eng * eng, w_exp * exp)) / rules.weight_total
     return round(min(100.0, max(0.0, value)), 2)
 
 
@@ -185,13 +280,15 @@ def record_health(state: UserState, value: float, now: datetime) -> None:
     state.health_history = history
 
 
-def evaluate(state: UserState, traits: dict | None, config: dict | None, now: datetime) -> Scores:
-    traits = traits or {}
-    act = activation(state, config)
-    eng = engagement(state, config, now)
-    exp = expansion(state, _number(traits.get("team_size")), eng, now)
-    hl = health({"activation": act, "engagement": eng, "expansion": exp}, config)
-    stage, risk = _stage_and_risk(state, act, eng, hl, config, now)
+def evaluate(state: UserState, traits: dict | None, config: dict | Rules | None, now: datetime) -> Scores:
+    rules = Rules.of(config)
+    days = _days(now - state.mass_at) if state.mass_at is not None else 0.0
+    act = _activation(state, rules)
+    eng = _engagement_of(_decayed(state.engagement_mass, days, rules.half_life), rules)
+    exp = _expansion_of(_decayed(state.expansion_mass, days, EXPANSION_HALF_LIFE_DAYS),
+                        _number(traits.get("team_size")) if traits else None, eng)
+    hl = _health(act, eng, exp, rules)
+    stage, risk = _stage_and_risk(state, act, eng, hl, rules, now)
     return Scores(act, eng, exp, hl, risk, stage)
 
 
@@ -202,40 +299,41 @@ def _number(value) -> float | None:
         return None
 
 
-def _stage_and_risk(state, act, eng, hl, config, now) -> tuple[str, str]:
+def _stage_and_risk(state: UserState, act: float, eng: float, hl: float, rules: Rules,
+                    now: datetime) -> tuple[str, str]:
     since = state.last_activity_at or state.first_seen_at
     days_idle = _days(now - since) if since else None
     age_days = _days(now - state.first_seen_at) if state.first_seen_at else 0.0
     activated = act >= 100.0
-    if state.churned_at is not None or (days_idle is not None and days_idle >= setting(config, "churned_after_days")):
+    if state.churned_at is not None or (days_idle is not None and days_idle >= rules.churned_after_days):
         return "churned", "critical"
-    if days_idle is not None and days_idle >= setting(config, "dormant_after_days"):
+    if days_idle is not None and days_idle >= rules.dormant_after_days:
         return "dormant", "high"
-    risk = _risk(state, hl, config, now)
-    if not activated and age_days * 24 < setting(config, "new_for_hours"):
+    if not activated and age_days * 24 < rules.new_for_hours:
         return "new", "low"
-    if not activated and age_days < setting(config, "onboarding_days"):
+    if not activated and age_days < rules.onboarding_days:
         return "onboarding", "low" if (days_idle is None or days_idle < 3) else "medium"
+    risk = _risk(state, hl, rules, now)
     if risk in ("high", "critical"):
         return "at_risk", risk
     if not activated:
         return "onboarding", risk
-    if eng >= setting(config, "engaged_min_engagement"):
+    if eng >= rules.engaged_min_engagement:
         return "engaged", risk
     return "activated", risk
 
 
-def _risk(state: UserState, hl: float, config: dict | None, now: datetime) -> str:
-    t = {**DEFAULTS["risk_thresholds"], **(setting(config, "risk_thresholds") or {})}
-    if hl < t["critical"]:
+def _risk(state: UserState, hl: float, rules: Rules, now: datetime) -> str:
+    critical, high, medium = rules.thresholds
+    if hl < critical:
         level = 3
-    elif hl < t["high"]:
+    elif hl < high:
         level = 2
-    elif hl < t["medium"]:
+    elif hl < medium:
         level = 1
     else:
         level = 0
-    if health_trend(state, hl, now) <= -float(setting(config, "risk_trend_drop")):
+    if health_trend(state, hl, now) <= rules.trend_drop:
         level = min(3, level + 1)
     return RISK_LEVELS[level]
 
