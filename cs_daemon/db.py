@@ -204,6 +204,16 @@ def unreachable(exc: BaseException) -> bool:
 # --- sessions ---------------------------------------------------------------------
 
 
+class UnitSession(Session):
+    """The session of a unit of work. `get` first lets the tenant the key memo gave the
+    unit of work join the identity map (uow.UnitOfWork.tenant), so a read of the
+    tenant's row finds it there without a query, as one authentication loaded."""
+
+    def get(self, *args, **kwargs):
+        uow_of(self).tenant
+        return super().get(*args, **kwargs)
+
+
 @contextmanager
 def session_scope(
     settings: Settings, *, tenant_id: str | None = None, commit: bool = True, atomic: bool = True
@@ -223,7 +233,7 @@ def session_scope(
 @contextmanager
 def _session_scope(settings: Settings, tenant_id: str | None, commit: bool, atomic: bool) -> Iterator[Session]:
     engine = get_engine(settings) if atomic else _autocommit_engine(settings)
-    session = Session(engine, expire_on_commit=False)
+    session = UnitSession(engine, expire_on_commit=False)
     uow = begin_unit_of_work(session, tenant_id, settings)
     try:
         yield session

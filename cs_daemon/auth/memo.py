@@ -36,11 +36,14 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from itertools import chain
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session, make_transient_to_detached
+from sqlalchemy.orm.util import identity_key
 
 from ..cache import Cache, make_cache, new_token
 from ..db import on_commit_each
@@ -95,7 +98,7 @@ class Entry:
     tenant_id: str
     tokens: tuple[str, ...] | None
     caller: Caller | None
-    tenant: dict[str, Any]
+    tenant: Mapping[str, Any]
     last_used_at: datetime | None
     expires: float
 
@@ -113,13 +116,14 @@ class KeyMemo:
         return entry.tenant_id if entry else None
 
     def recall(self, session: Session, digest: str, tokens: tuple[str, ...], now: datetime) -> Caller | None:
-        """The remembered caller when its tokens still hold, with its tenant attached to
-        the session as authentication would have loaded it; None when the database must
-        be read."""
+        """The remembered caller when its tokens still hold, with its tenant given to the
+        session's unit of work, to join the session as authentication would have loaded it
+        once something needs it as a row (uow.UnitOfWork.tenant); None when the database
+        must be read."""
         entry = self._entries.get(digest)
         if entry is None or entry.caller is None or entry.tokens != tokens or entry.expires <= self.clock():
             return None
-        uow_of(session).tenant = _attach(session, entry.tenant)
+        uow_of(session).remember(entry.tenant, partial(_attach, session, entry.tenant))
         if entry.last_used_at is None or now - entry.last_used_at >= LAST_USED_RESOLUTION:
             touch(session, entry.caller.key_id, now)
             entry.last_used_at = now
@@ -130,7 +134,7 @@ class KeyMemo:
         """Keep what the database said of this key, read after `tokens` were (None: not
         known yet; the entry then only names the tenant, for the next request)."""
         entry = Entry(caller.tenant_id, tokens, caller if tokens else None,
-                      {k: _copy(getattr(tenant, k)) for k in _KEPT_COLUMNS}, last_used_at,
+                      MappingProxyType({k: _copy(getattr(tenant, k)) for k in _KEPT_COLUMNS}), last_used_at,
                       self.clock() + self.ttl)
         with self._lock:
             if len(self._entries) >= self.size and digest not in self._entries:
@@ -142,9 +146,13 @@ def _copy(value):
     return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
 
 
-def _attach(session: Session, values: dict[str, Any]) -> Tenant:
+def _attach(session: Session, values: Mapping[str, Any]) -> Tenant:
     """A persistent Tenant in this session from the remembered columns, without a query;
-    each request gets its own copy, so a handler changing it changes nobody else's."""
+    each request gets its own copy, so a handler changing it changes nobody else's. One the
+    session has already read (a query since authentication) stays the row."""
+    present = session.identity_map.get(identity_key(Tenant, values["id"]))
+    if present is not None:
+        return present
     tenant = _TENANT_CLASS.new_instance()      # no constructor: nothing to validate or default
     tenant.__dict__.update({k: _copy(v) for k, v in values.items()})
     make_transient_to_detached(tenant)         # the values count as loaded, the rest expired

@@ -95,10 +95,11 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
 
 def _limit_and_config(session: Session, tenant_id: str) -> tuple[int | None, dict]:
     """The tenant's tracked-user limit and scoring config: from the row authentication
-    loaded in this transaction when there is one, else read."""
-    tenant = uow_of(session).tenant
-    if isinstance(tenant, Tenant) and tenant.id == tenant_id:
-        return tenant.tracked_user_limit, tenant_config.scoring_of(tenant.config)
+    read in this transaction when there is one (the key memo's columns need not become
+    an ORM row for it), else read."""
+    known = uow_of(session).tenant_columns(tenant_id, "tracked_user_limit", "config")
+    if known is not None:
+        return known[0], tenant_config.scoring_of(known[1])
     row = session.execute(select(Tenant.tracked_user_limit, Tenant.config).where(Tenant.id == tenant_id)).one()
     return row.tracked_user_limit, tenant_config.scoring_of(row.config)
 
@@ -148,7 +149,8 @@ def _count_users(session: Session, tenant_id: str, delta: int) -> None:
 
 
 def _forget_count(session: Session, tenant_id: str) -> None:
-    tenant = uow_of(session).tenant
+    # a row the key memo remembered and not yet made has no count to forget (never remembered)
+    tenant = uow_of(session).tenant_made
     if isinstance(tenant, Tenant) and tenant.id == tenant_id:
         session.expire(tenant, ["tracked_users"])
 

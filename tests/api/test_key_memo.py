@@ -181,6 +181,42 @@ def test_the_remembered_tenant_reads_its_tracked_user_count_fresh(tenant, rt):
 
 
 @production
+def test_the_remembered_tenant_becomes_a_row_only_where_one_is_needed(tenant, rt):
+    from cs_daemon.tenants.models import Tenant
+
+    for _ in range(2):
+        with rt.session(atomic=False) as s:
+            admit(s, tenant.key, cache=rt.cache, memo=rt.key_memo, now=rt.now())
+    with rt.session(atomic=False) as s, Statements(rt) as sql:
+        admit(s, tenant.key, cache=rt.cache, memo=rt.key_memo, now=rt.now())
+        work = uow_of(s)
+        assert work.tenant_made is None and not list(s.identity_map.values())
+        assert work.tenant_columns(tenant.id, "id", "name") == (tenant.id, "Acme")   # ingest's way
+        assert work.tenant_columns("another-tenant", "name") is None
+        found = s.get(Tenant, tenant.id)              # joins the identity map first: no query
+        assert found is work.tenant is work.tenant_made
+        found.name = "Renamed"
+        assert work.tenant_columns(tenant.id, "name") == ("Renamed",)
+        assert not [q for q in sql.seen if "tenants" in q]
+        s.expunge_all()
+
+
+@production
+def test_a_tenant_row_read_before_the_remembered_one_is_needed_stays_the_row(tenant, rt):
+    from sqlalchemy import select
+
+    from cs_daemon.tenants.models import Tenant
+
+    for _ in range(2):
+        with rt.session(atomic=False) as s:
+            admit(s, tenant.key, cache=rt.cache, memo=rt.key_memo, now=rt.now())
+    with rt.session(atomic=False) as s:
+        admit(s, tenant.key, cache=rt.cache, memo=rt.key_memo, now=rt.now())
+        read = s.scalars(select(Tenant).where(Tenant.id == tenant.id)).one()
+        assert uow_of(s).tenant is read
+
+
+@production
 def test_a_handler_changing_the_remembered_tenant_changes_no_other_request(client, tenant, rt):
     from cs_daemon.tenants.models import Tenant
 
