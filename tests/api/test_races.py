@@ -620,3 +620,35 @@ def test_the_unique_member_email_migration_stops_on_duplicates_and_names_them(un
     assert migrate.pending(unmigrated)
     migrate.upgrade(unmigrated)
     assert not migrate.pending(unmigrated)
+
+
+def test_concurrent_batches_over_shared_new_and_old_users_all_land_once(make_tenant, rt, server):
+    """Ten batches at once, round after round, each naming users others name too, some
+    known and some new to all of them (docs/architecture.md, "From a tracked event to a
+    delivered email": a batch takes its users in one id order): every batch is answered
+    200, and each user counts exactly the events sent for it, the tenant each user once.
+    Before, overlapping batches deadlocked and PostgreSQL failed one of them (a 500)."""
+    from cs_daemon.customers.models import Customer
+    from cs_daemon.tenants.models import Tenant
+
+    tenant = make_tenant("Busy", plan_tier="growth")
+    with rt.session() as s:
+        s.get(Tenant, tenant.id).tracked_user_limit = None   # users are created with the events
+    sent: dict[str, int] = {}
+    rounds = 6
+    for r in range(rounds):
+        batches = [[f"old-{(i + k) % 7}" for k in range(3)] + [f"new-{r}-{(i * 3 + k) % 11}" for k in range(4)]
+                   for i in range(RACERS)]
+        for users in batches:
+            for u in users:
+                sent[u] = sent.get(u, 0) + 1
+        answers = at_once(RACERS, lambda i: requests.post(
+            f"{server.url}/api/track", headers=auth(tenant.key), timeout=60, json={"events": [
+                {"user_id": u, "event": "clicked", "idempotency_key": f"{r}-{i}-{u}"} for u in batches[i]]}))
+        assert [a.status_code for a in answers] == [200] * RACERS, [a.text for a in answers if a.status_code != 200]
+    with rt.session(tenant.id) as s:
+        counts = {c.id: c.state["event_count"] for c in s.scalars(select(Customer))}
+    with rt.session() as s:
+        tracked = s.get(Tenant, tenant.id).tracked_users
+    assert counts == sent
+    assert tracked == len(sent)
