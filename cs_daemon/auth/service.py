@@ -149,11 +149,18 @@ def identify(session: Session, raw: str | None, *, now: datetime) -> tuple[Calle
 
 def touch(session: Session, key_id: str, now: datetime) -> None:
     """Record use at most once a minute, with one conditional UPDATE (no read-modify-write).
-    The stamp is no credential: the key memo need not hear of it."""
+    The stamp is no credential: the key memo need not hear of it. The row is taken with
+    SKIP LOCKED: a request of another process stamping the same key holds its row until it
+    commits, and this one would wait for all of that request; it skips the stamp instead,
+    which the other one makes (docs/api.md, "Authentication and access")."""
+    due = (select(ApiKey.id)
+           .where(ApiKey.id == key_id,
+                  or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION))
+           .with_for_update(skip_locked=True)
+           .scalar_subquery())
     session.execute(
         update(ApiKey)
-        .where(ApiKey.id == key_id)
-        .where(or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION))
+        .where(ApiKey.id == due)
         .values(last_used_at=now)
         .execution_options(keeps_credentials=True)
     )

@@ -86,6 +86,31 @@ def test_last_used_at_is_recorded_at_most_once_a_minute(client, tenant, clock):
     assert last_used() != first
 
 
+@pytest.mark.parametrize("backend", ["postgres"])   # row locks
+def test_stamping_a_key_in_use_never_waits_for_another_request(client, tenant, rt, clock):
+    """A request of another process stamping the same key holds its row until it commits
+    (an ingest batch, a long read); this one goes on without the stamp instead of waiting
+    for all of that request."""
+    from sqlalchemy import text
+
+    from cs_daemon.auth.models import ApiKey
+    from cs_daemon.auth.service import touch
+
+    with rt.session(tenant.id) as s:
+        key_id = s.query(ApiKey.id).filter(ApiKey.prefix == tenant.key[:12]).scalar()
+    clock.advance(seconds=61)
+    with rt.session(tenant.id) as holder:
+        touch(holder, key_id, rt.now())      # stamped, not committed: the row is held
+        with rt.session(tenant.id) as other:
+            other.execute(text("SET LOCAL lock_timeout = '2s'"))
+            touch(other, key_id, rt.now())   # waited the 2 s and failed before
+            other.rollback()
+        stamped = rt.now()
+    with rt.session(tenant.id) as s:
+        assert s.get(ApiKey, key_id).last_used_at == stamped
+    assert client.get("/api/settings", headers=auth(tenant.key)).status_code == 200
+
+
 def test_member_key_follows_member_role(client, tenant, rt):
     from cs_daemon.team.models import Member
 

@@ -492,8 +492,9 @@ def test_the_database_holds_one_live_member_per_email(tenant, rt):
 
 
 def _stamp(client, tenant) -> None:
-    """Use the key once before the race: its first use stamps last_used_at, a write that
-    would line the racing requests up one after the other before they read anything."""
+    """Use the key once before the race: its first use stamps last_used_at, so that no
+    racer has a stamp to write (auth.service.touch) and each one races for what the test
+    means."""
     assert client.get("/api/team/members", headers=auth(tenant.key)).status_code == 200
 
 
