@@ -96,7 +96,11 @@ def _plain_time(at: Any) -> Any:
 # digits, for pydantic-core's regex, which searches), then read by quick_track_json as
 # quick_track reads it: datetime.fromisoformat gives a time with offset 0 in UTC already,
 # where pydantic's datetime needed a conversion (a Python call an event) to come to it.
-_Leaf = Annotated[Union[StrictBool, StrictInt, StrictFloat, StrictStr, None], Field(union_mode="left_to_right")]
+# A JSON value matches one strict leaf type only, but an integer both StrictInt and
+# StrictFloat: the int is tried first, so it stays an int. Strings, the most common
+# property values, are tried before the rest (each type tried before the one that takes a
+# value costs a failed validation: 16% of a batch's parse with strings last).
+_Leaf = Annotated[Union[StrictStr, StrictInt, StrictFloat, StrictBool, None], Field(union_mode="left_to_right")]
 _Value = Annotated[Union[_Leaf, list[_Leaf], dict[str, _Leaf]], Field(union_mode="left_to_right")]
 _Name = Annotated[StrictStr, Field(min_length=1, max_length=255)]
 _PlainTime = Annotated[StrictStr, Field(pattern=r"^[0-9]{4}-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]"

@@ -141,3 +141,20 @@ def test_plain_times_are_read_from_the_raw_body_in_utc(at):
                                 "2026-11-26", "2026-11-26T10:00:00Z\n"])
 def test_other_times_are_left_to_the_usual_way(at):
     assert quick_track_json(json.dumps({"events": [{**EVENT, "timestamp": at}]}).encode()) is None
+
+
+def test_every_kind_of_leaf_is_read_from_the_raw_body_as_json_reads_it():
+    # an integer is taken by both StrictInt and StrictFloat: it must stay an int
+    values = ['"s"', "1", "-0", "1.0", "1.5", "1e2", "true", "false", "null", "12345678901234567890123", '"1"',
+              '"true"', "0.0", "-1"]
+    raw = ('{"events":[{"user_id":"a","event":"b","properties":{"l":[%s],"d":{%s},%s}}]}'
+           % (",".join(values), ",".join(f'"k{i}":{v}' for i, v in enumerate(values)),
+              ",".join(f'"v{i}":{v}' for i, v in enumerate(values)))).encode()
+    quick = quick_track_json(raw)
+    assert quick is not None
+    read, want = quick.events[0]["properties"], json.loads(raw)["events"][0]["properties"]
+
+    def kinds(props):
+        return ([type(v) for v in props["l"]], [type(v) for v in props["d"].values()],
+                [type(v) for k, v in props.items() if k not in ("l", "d")])
+    assert read == want and kinds(read) == kinds(want)
