@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import select, update
@@ -37,7 +38,7 @@ from ..tenants.models import Tenant
 from ..uow import uow_of
 from . import bulk, snapshots
 from .models import Customer
-from .state import apply_traits, rescore
+from .state import TRAIT_EVENTS, apply_traits, rescore
 
 
 @dataclass
@@ -188,6 +189,9 @@ def _store(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     return stored, sum(1 for e, row in zip(events, rows) if e.counted and id(row) in kept)
 
 
+_timestamp = itemgetter("timestamp")
+
+
 def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime, test: bool,
                      config: dict | None = None,
                      loaded: tuple[list[bulk.CustomerRow], bulk.Followers] | None = None,
@@ -207,9 +211,10 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     touched: dict[str, tuple[set[str], bool]] = {}
     ended = snapshots.ended(customers, now=now)
     for customer in customers:
-        rows = sorted(by_user[customer.id], key=lambda r: r["timestamp"])
+        rows = sorted(by_user[customer.id], key=_timestamp)
         for row in rows:
-            apply_traits(customer, row["event"], row["properties"])
+            if row["event"] in TRAIT_EVENTS:   # no other event sets a trait: no call for them
+                apply_traits(customer, row["event"], row["properties"])
         state = scoring.UserState.from_json(customer.state)
         if state.first_seen_at is None and not customer.state:
             state.first_seen_at = min(customer.created_at, rows[0]["timestamp"])
