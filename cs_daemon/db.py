@@ -46,17 +46,23 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+# byte -> the byte with its high nibble set as a version 4 UUID's byte 6 has it, and as
+# the RFC 4122 variant's byte 8 has its two high bits
+_VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
+_VARIANT = bytes(b & 0x3F | 0x80 for b in range(256))
+
+
 def new_ids(n: int) -> list[str]:
     """n random (version 4) UUIDs as new_id gives them, from one read of the system's
-    randomness: a fifth of the time of n calls of new_id (a batch of ingest names 100)."""
+    randomness: the version and variant bits of all set by two translations of the bytes
+    at their positions (every 16th from 6 and from 8), all made hex in one call, and each
+    id joined from eight 2-byte groups of that hex: under a fifth of the time of n calls
+    of new_id (a batch of ingest names 100)."""
     raw = bytearray(os.urandom(16 * n))
-    ids = []
-    for i in range(0, 16 * n, 16):
-        raw[i + 6] = raw[i + 6] & 0x0F | 0x40   # version 4
-        raw[i + 8] = raw[i + 8] & 0x3F | 0x80   # RFC 4122 variant
-        h = raw[i:i + 16].hex()
-        ids.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
-    return ids
+    raw[6::16] = raw[6::16].translate(_VERSION_4)
+    raw[8::16] = raw[8::16].translate(_VARIANT)
+    groups = iter(raw.hex("-", 2).split("-"))   # [""] for n = 0: no id
+    return [f"{a}{b}-{c}-{d}-{e}-{f}{g}{h}" for a, b, c, d, e, f, g, h in zip(*[groups] * 8)]
 
 
 class UTCDateTime(TypeDecorator):

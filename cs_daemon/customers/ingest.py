@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import select, update
@@ -37,7 +38,7 @@ from ..tenants.models import Tenant
 from ..uow import uow_of
 from . import bulk, snapshots
 from .models import Customer
-from .state import apply_traits, rescore
+from .state import TRAIT_EVENTS, apply_traits, rescore
 
 
 @dataclass
@@ -78,7 +79,7 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     counted = _counted(kept)
     result.over_limit = _counted(events) - counted if blocked else 0
     stored, result.accepted = _store(session, tenant_id, kept, source=source, test=test, now=now,
-                                     create=limit is None)
+                                     create=limit is None, all_counted=counted == len(kept))
     result.duplicates += counted - result.accepted
     _count(result)
     if stored.inserted:
@@ -174,18 +175,22 @@ def _within_limit(session: Session, tenant_id: str, new: list[str]) -> tuple[lis
 
 
 def _store(session: Session, tenant_id: str, events: list[Incoming], *, source: str, test: bool,
-           now: datetime, create: bool) -> tuple[bulk.Stored, int]:
+           now: datetime, create: bool, all_counted: bool) -> tuple[bulk.Stored, int]:
     """The events stored with their users (bulk.store), and how many of them count (are
-    events the caller sent)."""
+    events the caller sent); `all_counted`: whether every one of `events` counts (as
+    every event of the track API does)."""
     rows = [{"user_id": e.user_id, "event": e.event, "properties": e.properties or {},
              "timestamp": e.timestamp or now, "idempotency_key": e.idempotency_key} for e in events]
     if not rows:
         return bulk.Stored([], [], bulk.Followers(False, False, False)), 0
     stored = bulk.store(session, tenant_id, rows, source=source, test=test, now=now, create=create)
-    if len(stored.inserted) == len(rows) and all(e.counted for e in events):
-        return stored, len(rows)
+    if all_counted:   # each row inserted is one event, and each counts (duplicates dropped or not)
+        return stored, len(stored.inserted)
     kept = {id(row) for row in stored.inserted}   # bulk returns the very row dicts it was given
     return stored, sum(1 for e, row in zip(events, rows) if e.counted and id(row) in kept)
+
+
+_timestamp = itemgetter("timestamp")
 
 
 def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, now: datetime, test: bool,
@@ -207,9 +212,10 @@ def update_customers(session: Session, tenant_id: str, inserted: list[dict], *, 
     touched: dict[str, tuple[set[str], bool]] = {}
     ended = snapshots.ended(customers, now=now)
     for customer in customers:
-        rows = sorted(by_user[customer.id], key=lambda r: r["timestamp"])
+        rows = sorted(by_user[customer.id], key=_timestamp)
         for row in rows:
-            apply_traits(customer, row["event"], row["properties"])
+            if row["event"] in TRAIT_EVENTS:   # no other event sets a trait: no call for them
+                apply_traits(customer, row["event"], row["properties"])
         state = scoring.UserState.from_json(customer.state)
         if state.first_seen_at is None and not customer.state:
             state.first_seen_at = min(customer.created_at, rows[0]["timestamp"])

@@ -9,10 +9,12 @@ from . import fields
 from .models import Customer
 
 IDENTITY_FIELDS = fields.IDENTITY
+TRAIT_EVENTS = frozenset(scoring.SPECIAL_EVENTS)   # $identify, $locale: the events apply_traits acts on
 
 
 def apply_traits(customer: Customer, event: str, properties: dict) -> None:
-    """`$identify` fills the identity fields and keeps other traits; `$locale` sets locale."""
+    """`$identify` fills the identity fields and keeps other traits; `$locale` sets locale
+    (TRAIT_EVENTS); any other event, nothing."""
     if event == "$identify":
         merge_traits(customer, properties)
     elif event == "$locale":

@@ -12,3 +12,13 @@ def test_new_ids_are_distinct_version_4_uuids_as_new_id_writes_them():
         parsed = uuid.UUID(text)
         assert parsed.version == 4 and parsed.variant == uuid.RFC_4122 and str(parsed) == text
     assert new_ids(0) == []
+
+
+def test_new_ids_keep_every_random_bit_random():
+    # all 122 bits other than the version and variant take both values over 500 ids
+    # (a bit fixed by mistake would be the same in all: odds 2**-499 by chance)
+    values = [uuid.UUID(text).int for text in new_ids(500)]
+    fixed = {127 - b for b in (48, 49, 50, 51, 64, 65)}   # the version nibble, the variant bits
+    for bit in range(128):
+        seen = {v >> bit & 1 for v in values}
+        assert len(seen) == (1 if bit in fixed else 2), bit

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import timezone
 
 import pytest
 from pydantic import ValidationError
@@ -72,6 +73,13 @@ TEXTS = [
     b'{"events":[{"user_id":"a\\u00e9\\n","event":"b","properties":{"f":1.0,"g":-0.0,"h":1E2,"i":123456789012345678901,'
     b'"j":[1,2.5,"s",null,false],"k":{"a":true},"l":0.1,"m":5e-324}}]} \n',
     b'{"events":[{"user_id":"a","event":"b\tc"}]}', b'', b'[]', b'{}', b'null',
+    # times near the edges of the plain form and of the calendar in UTC
+    *(b'{"events":[{"user_id":"a","event":"b","timestamp":"%s"}]}' % t.encode() for t in (
+        "0001-01-01T00:00:00+01:00", "0001-01-01T00:00:00-01:00", "9999-12-31T23:59:59-01:00",
+        "9999-12-31T23:59:59+01:00", "2026-11-26T10:00:00+23:59", "2026-11-26T10:00:00-23:59",
+        "2026-11-26T10:00:00+00:00", "2026-11-26T10:00:00-00:00", "2026-11-26T10:00:00.000000Z",
+        "2026-11-26T10:00:00Z\\n", "2026-11-26T10:00:00Zx", "x2026-11-26T10:00:00Z", "2026-11-26T10:00:60Z",
+        "2026-11-26T10:00:00.1234Z", "2026-11-26T10:00:00+0530", "\\u0662026-11-26T10:00:00Z")),
 ]
 
 
@@ -99,6 +107,7 @@ def test_a_raw_body_read_quickly_reads_as_the_usual_way_reads_it(raw):
     assert read == got
     assert [[type(v) for v in e[2].values()] for e in read] == [[type(v) for v in e[2].values()] for e in got]
     assert all(e[3] is None or e[3].utcoffset() is not None for e in read)
+    assert [e[3] and e[3].tzinfo for e in read] == [e[3] and e[3].tzinfo for e in got]   # timezone.utc
 
 
 def test_numbers_read_from_the_raw_body_are_those_json_reads():
@@ -118,3 +127,34 @@ def test_the_plain_bodies_of_the_sdks_are_read_quickly_from_the_raw_body():
     assert quick_track_json(json.dumps({"events": [{**EVENT, "properties": {"plan": "pro", "n": 3, "ok": True},
                                                     "timestamp": "2026-11-26T10:00:00.123Z",
                                                     "idempotency_key": "6b1f0e2c"}] * 50}).encode()) is not None
+
+
+@pytest.mark.parametrize("at", ["2026-11-26T10:00:00.123Z", "2026-11-26T10:00:00", "2026-11-26T10:00:00.123456+05:30",
+                                "2026-11-26T10:00:00-08:00", "0001-01-01T00:00:00-01:00"])
+def test_plain_times_are_read_from_the_raw_body_in_utc(at):
+    quick = quick_track_json(json.dumps({"events": [{**EVENT, "timestamp": at}]}).encode())
+    got = TrackRequest.model_validate({"events": [{**EVENT, "timestamp": at}]}).events[0].timestamp
+    assert quick is not None and quick.events[0]["timestamp"] == got and quick.events[0]["timestamp"].tzinfo is timezone.utc
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+01:00", "2026-02-30T10:00:00Z", "2026-11-26T10:00:00.1Z",
+                                "2026-11-26", "2026-11-26T10:00:00Z\n"])
+def test_other_times_are_left_to_the_usual_way(at):
+    assert quick_track_json(json.dumps({"events": [{**EVENT, "timestamp": at}]}).encode()) is None
+
+
+def test_every_kind_of_leaf_is_read_from_the_raw_body_as_json_reads_it():
+    # an integer is taken by both StrictInt and StrictFloat: it must stay an int
+    values = ['"s"', "1", "-0", "1.0", "1.5", "1e2", "true", "false", "null", "12345678901234567890123", '"1"',
+              '"true"', "0.0", "-1"]
+    raw = ('{"events":[{"user_id":"a","event":"b","properties":{"l":[%s],"d":{%s},%s}}]}'
+           % (",".join(values), ",".join(f'"k{i}":{v}' for i, v in enumerate(values)),
+              ",".join(f'"v{i}":{v}' for i, v in enumerate(values)))).encode()
+    quick = quick_track_json(raw)
+    assert quick is not None
+    read, want = quick.events[0]["properties"], json.loads(raw)["events"][0]["properties"]
+
+    def kinds(props):
+        return ([type(v) for v in props["l"]], [type(v) for v in props["d"].values()],
+                [type(v) for k, v in props.items() if k not in ("l", "d")])
+    assert read == want and kinds(read) == kinds(want)
