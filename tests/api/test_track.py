@@ -268,39 +268,60 @@ def _customer_scans(plan: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("backend", ["postgres"])   # a PostgreSQL plan
-@pytest.mark.parametrize("statistics", [False, True])
-def test_a_batch_reads_its_users_one_by_one_through_an_index(rt, tenant, backend, statistics):
-    """Before the table's first ANALYZE the planner took the tenant's customers as a
-    handful and, for the locked read, joined all of them to the batch's users (3,000 rows
-    a batch at 3,000 users). Each scan of customers now finds at most one row a probe, in
-    the batch's statement and in the lock of users created meanwhile; with statistics,
-    through the primary key."""
+@pytest.mark.parametrize("statistics", ["none", "stale", "fresh"])
+def test_a_batch_reads_its_users_one_by_one_through_the_key(rt, tenant, make_tenant, backend, statistics):
+    """Each scan of customers, in the batch's statement, in the lock of users created
+    meanwhile and in the check of which users exist (a tenant with a tracked-user limit),
+    is a probe finding one row a user:
+    - none: before the table's first ANALYZE the planner took the tenant's customers as
+      a handful and joined all of them to the batch's users (3,000 rows a batch). It may
+      still probe through another index led by tenant_id (a cost tie the planner breaks
+      its own way; autovacuum's first ANALYZE of a table comes after 50 rows and a tenth);
+    - stale: taken before the tenant had users (a new tenant on a large table, until the
+      next ANALYZE), statistics gave the tenant no rows, so any index led by tenant_id
+      looked as good as the key: ix_customers_created was taken, and read every entry of
+      the tenant for each user. Now through the primary key, as with
+    - fresh statistics, taken after."""
     import json
 
     from cs_daemon.customers import bulk
 
     _unlimited(rt, tenant.id)
+    other = make_tenant("Other")
+    with rt.session(other.id) as s:
+        bulk.create(s, other.id, [f"other-{i:05d}" for i in range(2000)], test=False, now=rt.now())
+    if statistics == "stale":
+        _analyze(rt, "customers")
     with rt.session(tenant.id) as s:
         bulk.create(s, tenant.id, [f"user-{i:05d}" for i in range(3000)], test=False, now=rt.now())
+    if statistics == "fresh":
+        _analyze(rt, "customers")
     rows = [{"id": f"event-{i}", "user_id": f"user-{i:05d}", "event": "clicked", "properties": {}, "ts": rt.now(),
              "key": f"k{i}"} for i in (7, 1500, 2999)]
+    ids = {"tenant": tenant.id, "ids": [r["user_id"] for r in rows]}
     with rt.session(tenant.id) as s:
         cur = bulk._cursor(s)
-        if statistics:
-            cur.execute("ANALYZE customers")
         cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + bulk.PG_STORE, {
             "tenant": tenant.id, "now": rt.now(), "source": "api", "test": False, "create": True,
             "rows": bulk._json(rows)})
-        store = cur.fetchone()[0]
-        cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + bulk.PG_LOCK,
-                    {"tenant": tenant.id, "ids": [r["user_id"] for r in rows]})
-        lock = cur.fetchone()[0]
+        plans = [cur.fetchone()[0]]
+        for sql in (bulk.PG_LOCK, bulk.PG_KNOWN):
+            cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, ids)
+            plans.append(cur.fetchone()[0])
         s.rollback()
-    for plan in (store, lock):
+    for plan in plans:
         plan = plan if isinstance(plan, list) else json.loads(plan)
         scans = _customer_scans(plan[0]["Plan"])
         assert scans and all(scan["Actual Rows"] <= 1 for scan in scans), json.dumps(plan, indent=1)
-        assert not statistics or all(scan["Index Name"] == "customers_pkey" for scan in scans), json.dumps(plan)
+        assert statistics == "none" or all(scan.get("Index Name") == "customers_pkey" for scan in scans), \
+            json.dumps(plan)
+
+
+def _analyze(rt, table: str) -> None:
+    from sqlalchemy import text
+
+    with rt.session() as s:
+        s.execute(text(f"ANALYZE {table}"))
 
 
 @pytest.mark.parametrize("backend", ["postgres"])   # row locks
