@@ -158,3 +158,35 @@ def test_every_kind_of_leaf_is_read_from_the_raw_body_as_json_reads_it():
         return ([type(v) for v in props["l"]], [type(v) for v in props["d"].values()],
                 [type(v) for k, v in props.items() if k not in ("l", "d")])
     assert read == want and kinds(read) == kinds(want)
+
+
+def _plainish_times():
+    """Times in and around the plain form: any calendar numbers, fractions, offsets."""
+    from hypothesis import strategies as st
+
+    two = st.integers(0, 99).map("{:02d}".format)
+    fraction = st.sampled_from(["", ".1", ".123", ".1234", ".123456", ".1234567"])
+    offset = st.one_of(st.sampled_from(["", "Z", "z", "+00:00", "-00:00"]),
+                       st.tuples(st.sampled_from("+-"), two, two).map(lambda t: f"{t[0]}{t[1]}:{t[2]}"))
+    return st.builds(lambda y, mo, d, sep, h, mi, s, f, o: f"{y:04d}-{mo}-{d}{sep}{h}:{mi}:{s}{f}{o}",
+                     st.integers(0, 9999), two, two, st.sampled_from("T t"), two, two, two, fraction, offset)
+
+
+def test_any_time_read_quickly_reads_as_the_usual_way_reads_it():
+    """The quick path takes a time only in the plain form and reads it with
+    datetime.fromisoformat; whatever it takes, the model reads the same instant in UTC,
+    and what the model refuses it does not take."""
+    from hypothesis import given, settings
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(_plainish_times())
+    def check(at):
+        raw = json.dumps({"events": [{**EVENT, "timestamp": at}]}).encode()
+        quick, slow = quick_track_json(raw), _slow(raw)
+        if quick is None:
+            return
+        assert slow is not None, at
+        assert quick.events[0]["timestamp"] == slow.events[0].timestamp, at
+        assert quick.events[0]["timestamp"].tzinfo is timezone.utc, at
+
+    check()
