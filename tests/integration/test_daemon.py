@@ -12,6 +12,7 @@ import json
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -213,6 +214,42 @@ def test_production_serve_refuses_a_too_long_request_line_in_the_error_shape(tmp
         assert resp.json()["code"] == "uri_too_long" and resp.json()["error"].startswith("uri too long")
         assert requests.get(f"{url}/api/unsubscribe", params={"token": "x" * 4000}, timeout=10).status_code == 400
     finally:
+        tree.kill()
+
+
+def test_production_serve_answers_everyone_while_clients_leave_finished_connections_open(
+        tmp_path, migrated_db, redis_prefix):
+    """Three clients each read their whole answer (a `Connection: close` request) and then
+    neither close nor send. gunicorn's gthread waited on each for up to 2 s on the thread
+    that accepts and finishes every request: one API process then answered no one for
+    six seconds. The API worker drains them from its poller (webapp/gunicorn_worker.py):
+    each gets its answer and the end of the stream at once, and the next client is
+    answered at once too."""
+    sup = Service([CS, "serve", "--port", str(free_port())],
+                  env={**_prod_env(migrated_db, redis_prefix, tmp_path), "CS_WEB_PROCESSES": "1"},
+                  cwd=tmp_path, log=tmp_path / "serve.err")
+    tree = Tree(sup)
+    idle = []
+    try:
+        url = sup.wait_for_line(SERVING).group(1)
+        poll_http(f"{url}/api/health", until=lambda r: tree.record() is not None and r.status_code == 200,
+                  timeout=40, service=sup)
+        host, port = urlsplit(url).hostname, urlsplit(url).port
+        for _ in range(3):
+            s = socket.create_connection((host, port), timeout=5)
+            s.sendall(b"GET /api/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            idle.append(s)
+        for s in idle:
+            s.settimeout(1.0)   # the old wait: 2 s a connection, one after the other
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200") and b'"status"' in answer, answer[:200]
+        for _ in range(3):
+            assert requests.get(f"{url}/api/health", timeout=1.0).status_code == 200
+    finally:
+        for s in idle:
+            s.close()
         tree.kill()
 
 
