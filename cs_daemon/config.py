@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     cs_secret_key: str | None = None
     cs_web_processes: int = Field(2, ge=1, le=64)
     cs_api_threads: int = Field(12, ge=1, le=256)   # request threads per API process (docs/deploy.md)
+    cs_client_timeout_seconds: float = Field(30, ge=0.1, le=3600)   # a request's reads and writes (docs/deploy.md)
     cs_stream_slots: int = Field(10_000, ge=1, le=50_000)   # open in-app streams per API process
     cs_stream_heartbeat_seconds: float | None = Field(None, ge=0.1, le=300)   # default 15 (in_app_stream.py)
     cs_stream_tenant_share: int = Field(50, ge=1, le=100)   # % of CS_STREAM_SLOTS one tenant may hold

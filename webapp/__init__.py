@@ -8,7 +8,7 @@ import logging
 from flask import Flask, Response, g, request
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm.exc import StaleDataError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import ClientDisconnected, HTTPException
 
 from cs_daemon.clock import Clock
 from cs_daemon.config import Settings, load_settings
@@ -19,6 +19,7 @@ from cs_daemon.wiring import bootstrap, wire
 
 from . import browser, console, metrics_route, requests_log, stream_handoff
 from .api import add_missing_headers, error_response
+from .client_reads import ClientTooSlow
 from .endpoints import all_apis
 
 log = logging.getLogger("webapp")
@@ -26,7 +27,7 @@ MAX_BODY = 1024 * 1024
 RETRY_AFTER_OUTAGE = 5    # seconds a client waits before trying again while the database is away
 
 HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 413: "payload_too_large", 414: "uri_too_long", 429: "rate_limited",
+               405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large", 414: "uri_too_long", 429: "rate_limited",
                431: "headers_too_large"}
 
 
@@ -72,6 +73,16 @@ def _install_error_handlers(app: Flask) -> None:
         if status == 405 and exc.valid_methods:  # type: ignore[attr-defined]
             resp.headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
         return resp
+
+    @app.errorhandler(ClientDisconnected)
+    def _body_cut_off(exc: ClientDisconnected):
+        slow = exc.__context__   # werkzeug's reading of the body raises this while handling the error it met
+        if not isinstance(slow, ClientTooSlow):
+            return _http_error(exc)
+        # the body stopped arriving (webapp/client_reads.py): one line, not a traceback
+        log.info("%s %s: the request body stopped arriving (%s)", request.method, request.path, slow.strerror)
+        return Response(json.dumps({"error": f"the request body did not arrive in time: {slow.strerror}",
+                                    "code": HTTP_CODES[408]}), status=408, mimetype="application/json")
 
     @app.errorhandler(StaleDataError)
     def _changed_meanwhile(exc: StaleDataError):

@@ -1,9 +1,11 @@
 """The gunicorn worker class of the API processes (`cs serve` passes
 `--worker-class webapp.gunicorn_worker.StreamWorker`): gunicorn's gthread worker, which
 forgets a connection whose socket was handed to the in-app stream loop
-(webapp/stream_handoff.py) instead of closing it, which closes a finished connection
-without its main thread waiting on the client (below), and which, once it has stopped
-serving, ends those streams properly before the process exits (in_app_loop.finish).
+(webapp/stream_handoff.py) instead of closing it, which bounds every read and write of a
+request by CS_CLIENT_TIMEOUT_SECONDS (webapp/client_reads.py), which closes a finished
+connection without its main thread waiting on the client (below), and which, once it has
+stopped serving, ends those streams properly before the process exits
+(in_app_loop.finish).
 
 Closing a connection after its last response, gunicorn half-closes it and reads what
 the client still sends until the client closes too (at most 2 s and 64 KiB), so that
@@ -27,6 +29,8 @@ from functools import partial
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
+from .client_reads import PatientReads
+
 # the part of gunicorn's graceful timeout the held streams may take to end (the rest is
 # for the process's own exit)
 STREAMS_SHARE = 0.25
@@ -46,6 +50,24 @@ class StreamWorker(ThreadWorker):
     def init_process(self) -> None:
         self.lingering: deque[_Lingering] = deque()   # in deadline order
         super().init_process()
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        self.client_timeout = self.wsgi.extensions["cs"].settings.cs_client_timeout_seconds
+
+    def handle(self, conn):
+        if "init" not in vars(conn):
+            conn.init = partial(self._begin, conn, conn.init)
+        return super().handle(conn)
+
+    def _begin(self, conn, init) -> None:
+        """Before each request of a connection: gthread calls init just after making the
+        socket blocking, which leaves its reads and writes without a bound."""
+        init()
+        conn.sock.settimeout(self.client_timeout)
+        unreader = getattr(conn.parser, "unreader", None)
+        if unreader is not None and not isinstance(unreader.sock, PatientReads):
+            unreader.sock = PatientReads(unreader.sock, self.client_timeout)
 
     def finish_request(self, conn, fs) -> None:
         if conn.sock.fileno() < 0:      # detached: the stream loop holds the connection now

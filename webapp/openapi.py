@@ -22,6 +22,7 @@ _ERROR_TEXT = {
     403: "The key's role or permissions do not allow this, or a test key would change live data",
     404: "Not found (also for another tenant's ids)",
     409: "Conflict with the current state",
+    408: "The request body stopped arriving (CS_CLIENT_TIMEOUT_SECONDS, production mode)",
     410: "Gone",
     414: "Request line too long (over 4094 bytes in production mode)",
     429: "Rate limit reached (see Retry-After)",
@@ -125,6 +126,8 @@ def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
     error_codes = set(ep.errors)
     if ep.body is not None or ep.query is not None or ep.payload is not None:
         error_codes.add(400)
+    if ep.body is not None or ep.payload is not None:
+        error_codes.add(408)    # the HTTP server's bound on a slow client (docs/deploy.md, "Slow clients")
     error_codes.add(429)        # keyed: the key's limit; keyless: the client address's
     error_codes.add(414)        # any request line can be too long for the HTTP server
     if rule is not None:

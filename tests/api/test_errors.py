@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from tests.conftest import auth
+from webapp.client_reads import ClientTooSlow
 
 
 def test_unknown_route_is_json_404(client):
@@ -39,6 +42,31 @@ def test_body_over_one_mebibyte_is_413(client, tenant):
                         "Content-Type": "application/json"})
     assert resp.status_code == 413
     assert resp.json["code"] == "payload_too_large"
+
+
+class _StoppedBody(io.BytesIO):
+    """A request body whose reads fail as the socket's would when nothing more comes."""
+
+    def __init__(self, error: Exception):
+        super().__init__()
+        self.error = error
+
+    def read(self, *_):
+        raise self.error
+
+    readinto = readline = read
+
+
+@pytest.mark.parametrize("error, status, code", [
+    (ClientTooSlow(1.0), 408, "request_timeout"),            # the API worker's bound on a read
+    (ConnectionResetError(104, "reset"), 400, "validation_failed"),   # the client went away
+])
+def test_a_body_that_stops_arriving_is_a_clear_answer(client, error, status, code, caplog):
+    resp = client.post("/api/team/accept", input_stream=_StoppedBody(error), content_type="application/json",
+                       environ_overrides={"CONTENT_LENGTH": "100"})   # announced, never sent
+    assert resp.status_code == status and resp.json["code"] == code, resp.json
+    assert "token" not in resp.json["error"]                  # the body was not judged: it never came
+    assert not [r for r in caplog.records if r.exc_info]      # no traceback logged
 
 
 def test_unexpected_error_is_json_500_without_trace(app, client, tenant, monkeypatch):

@@ -253,6 +253,51 @@ def test_production_serve_answers_everyone_while_clients_leave_finished_connecti
         tree.kill()
 
 
+def test_production_serve_frees_its_threads_from_clients_that_stop_sending(tmp_path, migrated_db, redis_prefix):
+    """Four clients send part of a request's headers and then nothing, a fifth the
+    headers and part of a body: with gunicorn's gthread each held one of the process's
+    two request threads for good, and no one else was answered again. Every read of a
+    request is bounded by CS_CLIENT_TIMEOUT_SECONDS (webapp/client_reads.py): the
+    unfinished heads are closed without an answer, the unfinished body gets a 408
+    `request_timeout`, the next client is answered, and the log holds no traceback."""
+    env = {**_prod_env(migrated_db, redis_prefix, tmp_path), "CS_WEB_PROCESSES": "1", "CS_API_THREADS": "2",
+           "CS_CLIENT_TIMEOUT_SECONDS": "1"}
+    sup = Service([CS, "serve", "--port", str(free_port())], env=env, cwd=tmp_path, log=tmp_path / "serve.err")
+    tree = Tree(sup)
+    silent = []
+    try:
+        url = sup.wait_for_line(SERVING).group(1)
+        poll_http(f"{url}/api/health", until=lambda r: tree.record() is not None and r.status_code == 200,
+                  timeout=40, service=sup)
+        address = (urlsplit(url).hostname, urlsplit(url).port)
+        for _ in range(4):
+            s = socket.create_connection(address, timeout=10)
+            s.sendall(b"GET /api/health HTTP/1.1\r\nHost: t\r\n")
+            silent.append(s)
+        body = socket.create_connection(address, timeout=10)
+        silent.append(body)
+        body.sendall(b"POST /api/team/accept HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"token\":")
+
+        assert requests.get(f"{url}/api/health", timeout=8).status_code == 200
+        for s in silent[:4]:
+            assert s.recv(1000) == b""       # closed, nothing answered
+        answer = b""
+        while chunk := body.recv(4000):     # closed after the answer: the body's rest never comes
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == "request_timeout"
+        sup.signal(signal.SIGTERM)
+        sup.wait(30)
+        log = (tmp_path / "serve.err").read_text() + sup.stdout()
+        assert "Traceback" not in log and "Socket error" not in log, log[-3000:]
+        assert "the request body stopped arriving" in log   # one line, at info level
+    finally:
+        for s in silent:
+            s.close()
+        tree.kill()
+
+
 def test_production_serve_refuses_an_unmigrated_database(tmp_path, redis_prefix):
     """Against a database `cs db upgrade` never ran on, `cs serve` starts nothing and exits
     non-zero with one line saying what to run."""

@@ -5,6 +5,7 @@ worker's own poller driven by hand."""
 
 from __future__ import annotations
 
+import errno
 import selectors
 import socket
 from collections import deque
@@ -12,6 +13,7 @@ from collections import deque
 import pytest
 
 from webapp import gunicorn_worker
+from webapp.client_reads import ClientTooSlow, PatientReads
 from webapp.gunicorn_worker import StreamWorker
 
 
@@ -70,4 +72,20 @@ def test_closes_without_grace_are_immediate(worker):
     ours, client = socket.socketpair()
     worker._close(ours)
     assert ours.fileno() < 0 and not worker.lingering
+    client.close()
+
+
+def test_a_read_that_times_out_is_a_connection_reset_to_gunicorn():
+    """gunicorn logs a socket error with its traceback, except a reset (debug level): a
+    client that stops sending is reset for it (webapp/client_reads.py)."""
+    ours, client = socket.socketpair()
+    reads = PatientReads(ours, 0.05)
+    reads.settimeout(0.05)                   # the socket's own methods pass through
+    assert reads.gettimeout() == 0.05
+    client.sendall(b"GET / HTTP/1.1\r\n")
+    assert reads.recv(100) == b"GET / HTTP/1.1\r\n"
+    with pytest.raises(ClientTooSlow) as raised:
+        reads.recv(100)
+    assert raised.value.errno == errno.ECONNRESET and "0.05 s" in str(raised.value)
+    ours.close()
     client.close()

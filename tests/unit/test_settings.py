@@ -59,6 +59,8 @@ BAD = [
     ("CS_WORKER_PROCESSES", {"cs_worker_processes": "-1"}),
     ("CS_WORKER_THREADS", {"cs_worker_threads": "1.5"}),
     ("CS_API_THREADS", {"cs_api_threads": "0"}),
+    ("CS_CLIENT_TIMEOUT_SECONDS", {"cs_client_timeout_seconds": "0"}),
+    ("CS_CLIENT_TIMEOUT_SECONDS", {"cs_client_timeout_seconds": "a minute"}),
     ("CS_SEGMENT_WORK_MEM_MB", {"cs_segment_work_mem_mb": "1"}),
     ("CS_LOG_LEVEL", {"cs_log_level": "LOUD"}),
     ("CS_LOG_FORMAT", {"cs_log_format": "xml"}),
