@@ -1,8 +1,9 @@
 """The gunicorn worker class of the API processes (`cs serve` passes
 `--worker-class webapp.gunicorn_worker.StreamWorker`): gunicorn's gthread worker, which
 forgets a connection whose socket was handed to the in-app stream loop
-(webapp/stream_handoff.py) instead of closing it, which bounds every read and write of a
-request by CS_CLIENT_TIMEOUT_SECONDS (webapp/client_reads.py), which closes a finished
+(webapp/stream_handoff.py) instead of closing it, which lets a new connection wait for
+its first bytes without a thread and bounds every read and write of a request by
+CS_CLIENT_TIMEOUT_SECONDS (webapp/client_reads.py), which closes a finished
 connection without its main thread waiting on the client (below), and which, once it has
 stopped serving, ends those streams properly before the process exits
 (in_app_loop.finish).
@@ -54,6 +55,18 @@ class StreamWorker(ThreadWorker):
     def load_wsgi(self) -> None:
         super().load_wsgi()
         self.client_timeout = self.wsgi.extensions["cs"].settings.cs_client_timeout_seconds
+
+    def enqueue_req(self, conn) -> None:
+        """A new connection waits for its first bytes in the poller, not on a thread (gthread
+        gave it a thread for up to 5 s: a few connections that sent nothing held every
+        thread), for CS_CLIENT_TIMEOUT_SECONDS at the most."""
+        if conn.initialized or conn.data_ready:
+            super().enqueue_req(conn)
+            return
+        conn.sock.setblocking(False)
+        conn.timeout = time.monotonic() + self.client_timeout
+        self.pending_conns.append(conn)    # in timeout order: every entry waits as long
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
 
     def handle(self, conn):
         if "init" not in vars(conn):

@@ -254,12 +254,15 @@ def test_production_serve_answers_everyone_while_clients_leave_finished_connecti
 
 
 def test_production_serve_frees_its_threads_from_clients_that_stop_sending(tmp_path, migrated_db, redis_prefix):
-    """Four clients send part of a request's headers and then nothing, a fifth the
-    headers and part of a body: with gunicorn's gthread each held one of the process's
-    two request threads for good, and no one else was answered again. Every read of a
-    request is bounded by CS_CLIENT_TIMEOUT_SECONDS (webapp/client_reads.py): the
-    unfinished heads are closed without an answer, the unfinished body gets a 408
-    `request_timeout`, the next client is answered, and the log holds no traceback."""
+    """Clients that connect and send nothing: gunicorn's gthread gave each a thread for
+    up to 5 s, so four of them kept a two-thread process from answering anyone; they
+    now wait in the worker's poller (webapp/gunicorn_worker.py) and the next client is
+    answered at once. Then four clients send part of a request's headers and then
+    nothing, a fifth the headers and part of a body: with gthread each held a thread for
+    good. Every read of a request is bounded by CS_CLIENT_TIMEOUT_SECONDS
+    (webapp/client_reads.py): the unfinished heads are closed without an answer, the
+    unfinished body gets a 408 `request_timeout`, the next client is answered, and the
+    log holds no traceback."""
     env = {**_prod_env(migrated_db, redis_prefix, tmp_path), "CS_WEB_PROCESSES": "1", "CS_API_THREADS": "2",
            "CS_CLIENT_TIMEOUT_SECONDS": "1"}
     sup = Service([CS, "serve", "--port", str(free_port())], env=env, cwd=tmp_path, log=tmp_path / "serve.err")
@@ -270,6 +273,12 @@ def test_production_serve_frees_its_threads_from_clients_that_stop_sending(tmp_p
         poll_http(f"{url}/api/health", until=lambda r: tree.record() is not None and r.status_code == 200,
                   timeout=40, service=sup)
         address = (urlsplit(url).hostname, urlsplit(url).port)
+        mute = [socket.create_connection(address, timeout=10) for _ in range(4)]
+        silent += mute
+        assert requests.get(f"{url}/api/health", timeout=2).status_code == 200
+        for s in mute:
+            assert s.recv(1000) == b""       # closed after CS_CLIENT_TIMEOUT_SECONDS, nothing answered
+
         for _ in range(4):
             s = socket.create_connection(address, timeout=10)
             s.sendall(b"GET /api/health HTTP/1.1\r\nHost: t\r\n")
@@ -280,7 +289,7 @@ def test_production_serve_frees_its_threads_from_clients_that_stop_sending(tmp_p
                      b"Content-Length: 100\r\n\r\n{\"token\":")
 
         assert requests.get(f"{url}/api/health", timeout=8).status_code == 200
-        for s in silent[:4]:
+        for s in silent[4:8]:
             assert s.recv(1000) == b""       # closed, nothing answered
         answer = b""
         while chunk := body.recv(4000):     # closed after the answer: the body's rest never comes
