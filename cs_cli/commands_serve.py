@@ -60,7 +60,8 @@ def serve_embedded(rt: Runtime, host: str, port: int, demo: bool) -> None:
     app = create_app(runtime=rt)
     rt.start_worker()
     heartbeat = ProcessHeartbeat(rt, "api").start()   # read by `cs status`
-    server = make_server(host, port, app, threaded=True, request_handler=RequestHandler)   # streams: the event loop
+    server = make_server(host, port, app, threaded=True,   # streams: the event loop
+                         request_handler=RequestHandler.bounded(rt.settings.cs_client_timeout_seconds))
     url = f"http://{host}:{server.server_port}"
     out.print(f"[bold green]cs[/bold green] serving on [bold]{url}[/bold] (embedded: {rt.settings.db_url.split('///')[-1]}, in-process worker)")
     if demo_key:

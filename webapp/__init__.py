@@ -76,12 +76,14 @@ def _install_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(ClientDisconnected)
     def _body_cut_off(exc: ClientDisconnected):
-        slow = exc.__context__   # werkzeug's reading of the body raises this while handling the error it met
-        if not isinstance(slow, ClientTooSlow):
+        # werkzeug's reading of the body raises this while handling the error it met: the
+        # bound on a client's silence (docs/deploy.md, "Slow clients") in production
+        # (ClientTooSlow) or in the embedded server (the socket's own timeout)
+        if not isinstance(exc.__context__, (ClientTooSlow, TimeoutError)):
             return _http_error(exc)
-        # the body stopped arriving (webapp/client_reads.py): one line, not a traceback
-        log.info("%s %s: the request body stopped arriving (%s)", request.method, request.path, slow.strerror)
-        return Response(json.dumps({"error": f"the request body did not arrive in time: {slow.strerror}",
+        why = f"the client sent nothing for {app.extensions['cs'].settings.cs_client_timeout_seconds:g} s"
+        log.info("%s %s: the request body stopped arriving (%s)", request.method, request.path, why)
+        return Response(json.dumps({"error": f"the request body did not arrive in time: {why}",
                                     "code": HTTP_CODES[408]}), status=408, mimetype="application/json")
 
     @app.errorhandler(StaleDataError)

@@ -22,7 +22,7 @@ _ERROR_TEXT = {
     403: "The key's role or permissions do not allow this, or a test key would change live data",
     404: "Not found (also for another tenant's ids)",
     409: "Conflict with the current state",
-    408: "The request body stopped arriving (CS_CLIENT_TIMEOUT_SECONDS, production mode)",
+    408: "The request body stopped arriving for CS_CLIENT_TIMEOUT_SECONDS",
     410: "Gone",
     414: "Request line too long (over 4094 bytes in production mode)",
     429: "Rate limit reached (see Retry-After)",

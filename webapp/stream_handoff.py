@@ -90,9 +90,21 @@ def _unused_write(data: bytes) -> None:
 
 class RequestHandler(WSGIRequestHandler):
     """werkzeug's handler (the embedded mode, tests): a connection whose socket was handed
-    over is closed for this handler, which must not read another request from it."""
+    over is closed for this handler, which must not read another request from it. A
+    subclass made by `bounded` waits at most that long for a client's next bytes, as the
+    API worker does in production (docs/deploy.md, "Slow clients")."""
 
     def handle_one_request(self) -> None:
         super().handle_one_request()
         if self.connection.fileno() < 0:
             self.close_connection = True
+
+    def log_error(self, format: str, *args) -> None:
+        if format.startswith("Request timed out"):   # a silent client, closed: not an error of ours
+            self.log("debug", format, *args)
+            return
+        super().log_error(format, *args)
+
+    @classmethod
+    def bounded(cls, seconds: float) -> type["RequestHandler"]:
+        return type(cls.__name__, (cls,), {"timeout": seconds})

@@ -59,6 +59,7 @@ class _StoppedBody(io.BytesIO):
 
 @pytest.mark.parametrize("error, status, code", [
     (ClientTooSlow(1.0), 408, "request_timeout"),            # the API worker's bound on a read
+    (TimeoutError("timed out"), 408, "request_timeout"),     # the embedded server's socket timeout
     (ConnectionResetError(104, "reset"), 400, "validation_failed"),   # the client went away
 ])
 def test_a_body_that_stops_arriving_is_a_clear_answer(client, error, status, code, caplog):

@@ -152,6 +152,42 @@ def test_embedded_serve_demo_answers_health_and_the_printed_curl(tmp_path):
 # --- 2. production `cs serve` ---------------------------------------------------------
 
 
+def test_embedded_serve_closes_silent_clients_and_answers_a_stalled_body_408(tmp_path):
+    """The embedded server gives each connection a thread: one that sent nothing, or part
+    of a request, kept its thread for good. It now waits CS_CLIENT_TIMEOUT_SECONDS for a
+    client's next bytes, as production does (docs/deploy.md, "Slow clients"): the silent
+    connection is closed unanswered, a body that stops arriving gets 408, and neither
+    writes an error line."""
+    env = service_env(CS_DATA_DIR=str(tmp_path / "data"), CS_CLIENT_TIMEOUT_SECONDS="1")
+    sup = Service([CS, "serve", "--port", "0"], env=env, cwd=tmp_path, log=tmp_path / "serve.err")
+    clients = []
+    try:
+        url = sup.wait_for_line(SERVING).group(1)
+        poll_http(f"{url}/api/health", until=lambda r: r.status_code == 200, timeout=20, service=sup)
+        address = (urlsplit(url).hostname, urlsplit(url).port)
+        mute = socket.create_connection(address, timeout=10)
+        body = socket.create_connection(address, timeout=10)
+        clients += [mute, body]
+        body.sendall(b"POST /api/team/accept HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"token\":")
+        assert mute.recv(1000) == b""        # closed, nothing answered
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):   # kept alive: no end
+            chunk = body.recv(4000)
+            assert chunk, answer
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == "request_timeout"
+        sup.signal(signal.SIGTERM)
+        sup.wait(20)
+        log = (tmp_path / "serve.err").read_text() + sup.stdout()
+        assert "Traceback" not in log and "timed out" not in log, log[-3000:]
+    finally:
+        for s in clients:
+            s.close()
+        sup.kill()
+
+
 def test_production_serve_is_healthy_and_stops_every_child(tmp_path, migrated_db, redis_prefix):
     """With REDIS_URL and DATABASE_URL, `cs serve` supervises gunicorn and Dramatiq; health
     is ok only once a worker process beats through Redis; SIGTERM stops the supervisor
