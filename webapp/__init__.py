@@ -27,8 +27,8 @@ MAX_BODY = 1024 * 1024
 RETRY_AFTER_OUTAGE = 5    # seconds a client waits before trying again while the database is away
 
 HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large", 414: "uri_too_long", 429: "rate_limited",
-               431: "headers_too_large"}
+               405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large", 414: "uri_too_long",
+               429: "rate_limited", 431: "headers_too_large"}
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
