@@ -39,8 +39,9 @@ from ..db import locked, new_id
 from ..errors import InvalidState, NotFound, present
 from ..integrations import http
 from ..tenants.models import Tenant
-from . import states
+from . import slow_receivers, states
 from .models import Delivery, DeliveryAttempt
+from .slow_receivers import SlowReceivers
 
 log = logging.getLogger(__name__)
 RETRY_DELAYS = (timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10),
@@ -134,6 +135,10 @@ _CLAIM = (update(_deliveries)
           .returning(_d.id, _d.tenant_id, _d.kind, _d.url, _d.body, _d.headers, _d.secret_enc, _d.subject_id,
                      _d.attempts, _d.max_attempts, _d.channel))
 _LOG = insert(_attempts)
+# a claimed delivery given back unattempted (slow_receivers.py): the lease let go, due again later
+_DEFER = (update(_deliveries)
+          .where(_d.id == bindparam("did"), _d.locked_until == bindparam("lease"), _d.status.in_(OPEN))
+          .values(locked_until=None, next_attempt_at=bindparam("next_at")))
 
 
 def _settle(**values):
@@ -236,19 +241,41 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
     return status
 
 
-def attempt(rt, delivery_id: str) -> str | None:
+SLOW = SlowReceivers()                  # this process's attempts in flight, by tenant
+DEFER = timedelta(seconds=5)            # a deferred delivery is due again this much later
+
+
+def attempt(rt, delivery_id: str, *, paced: bool = True) -> str | None:
     """Claim, send and record one attempt (the body of the send job); the status it left
-    the delivery in, or None when there was nothing to attempt."""
+    the delivery in, or None when there was nothing to attempt, or when its tenant's slow
+    receivers already hold their share of this process (deferred, slow_receivers.py).
+    `paced=False`: an attempt someone asked for and waits on (a replay, a test send),
+    never deferred."""
     started = rt.now()
     with rt.session(atomic=False) as session:
         claimed = claim(session, delivery_id, started)
     if claimed is None:
         return None
-    outcome = send(rt, claimed, started)
+    flying = SLOW.enter(claimed.tenant_id, always=not paced)
+    if flying is None:
+        _defer(rt, claimed, started + DEFER)
+        return None
+    try:
+        outcome = send(rt, claimed, started)
+    finally:
+        SLOW.leave(claimed.tenant_id, flying)
     status = record_surely(rt, claimed, outcome, at=started)
     metrics.bump(metrics.DELIVERIES, channel=claimed.headers.get(CHANNEL_HEADER) or claimed.kind,
                  status=status or "superseded")
     return status
+
+
+def _defer(rt, claimed: Claimed, until: datetime) -> None:
+    with rt.session(atomic=False) as session:
+        session.connection().execute(_DEFER, {"did": claimed.id, "lease": claimed.lease_until, "next_at": until})
+    metrics.bump(metrics.DELIVERIES, channel=claimed.headers.get(CHANNEL_HEADER) or claimed.kind, status="deferred")
+    log.debug("delivery %s deferred: its tenant's receivers are slow and %d of its attempts are in flight here",
+             claimed.id, slow_receivers.SLOW_TENANT_SENDS)
 
 
 CHANNEL_HEADER = "X-Service-Channel"   # an intervention's deliveries name their channel (email, in_app, ...)
