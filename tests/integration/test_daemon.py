@@ -152,6 +152,34 @@ def test_embedded_serve_demo_answers_health_and_the_printed_curl(tmp_path):
 # --- 2. production `cs serve` ---------------------------------------------------------
 
 
+# a request body that stops arriving: 100 bytes announced, 10 sent
+STALLED_BODY = (b"POST /api/team/accept HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n{\"token\":")
+
+
+def _stalled_body(address) -> socket.socket:
+    sock = socket.create_connection(address, timeout=10)
+    sock.sendall(STALLED_BODY)
+    return sock
+
+
+def _answer_of(sock: socket.socket) -> tuple[bytes, dict]:
+    """The status line and JSON body of one answer read off a raw connection."""
+    data = b""
+    while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+        chunk = sock.recv(4000)
+        assert chunk, data
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    return head.split(b"\r\n", 1)[0], json.loads(body)
+
+
+def _log_after_stop(sup: Service, tmp_path) -> str:
+    sup.signal(signal.SIGTERM)
+    sup.wait(30)
+    return (tmp_path / "serve.err").read_text() + sup.stdout()
+
+
 def test_embedded_serve_closes_silent_clients_and_answers_a_stalled_body_408(tmp_path):
     """The embedded server gives each connection a thread: one that sent nothing, or part
     of a request, kept its thread for good. It now waits CS_CLIENT_TIMEOUT_SECONDS for a
@@ -166,21 +194,13 @@ def test_embedded_serve_closes_silent_clients_and_answers_a_stalled_body_408(tmp
         poll_http(f"{url}/api/health", until=lambda r: r.status_code == 200, timeout=20, service=sup)
         address = (urlsplit(url).hostname, urlsplit(url).port)
         mute = socket.create_connection(address, timeout=10)
-        body = socket.create_connection(address, timeout=10)
-        clients += [mute, body]
-        body.sendall(b"POST /api/team/accept HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 100\r\n\r\n{\"token\":")
+        clients.append(mute)
+        body = _stalled_body(address)
+        clients.append(body)
         assert mute.recv(1000) == b""        # closed, nothing answered
-        answer = b""
-        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):   # kept alive: no end
-            chunk = body.recv(4000)
-            assert chunk, answer
-            answer += chunk
-        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == "request_timeout"
-        sup.signal(signal.SIGTERM)
-        sup.wait(20)
-        log = (tmp_path / "serve.err").read_text() + sup.stdout()
+        status, answer = _answer_of(body)
+        assert status.startswith(b"HTTP/1.1 408") and answer["code"] == "request_timeout", (status, answer)
+        log = _log_after_stop(sup, tmp_path)
         assert "Traceback" not in log and "timed out" not in log, log[-3000:]
     finally:
         for s in clients:
@@ -319,22 +339,15 @@ def test_production_serve_frees_its_threads_from_clients_that_stop_sending(tmp_p
             s = socket.create_connection(address, timeout=10)
             s.sendall(b"GET /api/health HTTP/1.1\r\nHost: t\r\n")
             silent.append(s)
-        body = socket.create_connection(address, timeout=10)
+        body = _stalled_body(address)
         silent.append(body)
-        body.sendall(b"POST /api/team/accept HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 100\r\n\r\n{\"token\":")
 
         assert requests.get(f"{url}/api/health", timeout=8).status_code == 200
         for s in silent[4:8]:
             assert s.recv(1000) == b""       # closed, nothing answered
-        answer = b""
-        while chunk := body.recv(4000):     # closed after the answer: the body's rest never comes
-            answer += chunk
-        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == "request_timeout"
-        sup.signal(signal.SIGTERM)
-        sup.wait(30)
-        log = (tmp_path / "serve.err").read_text() + sup.stdout()
+        status, answer = _answer_of(body)
+        assert status.startswith(b"HTTP/1.1 408") and answer["code"] == "request_timeout", (status, answer)
+        log = _log_after_stop(sup, tmp_path)
         assert "Traceback" not in log and "Socket error" not in log, log[-3000:]
         assert "the request body stopped arriving" in log   # one line, at info level
     finally:
