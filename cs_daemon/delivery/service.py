@@ -41,7 +41,6 @@ from ..integrations import http
 from ..tenants.models import Tenant
 from . import slow_receivers, states
 from .models import Delivery, DeliveryAttempt
-from .slow_receivers import SlowReceivers
 
 log = logging.getLogger(__name__)
 RETRY_DELAYS = (timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10),
@@ -241,7 +240,7 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
     return status
 
 
-SLOW = SlowReceivers()                  # this process's attempts in flight, by tenant
+SLOW = slow_receivers.SlowReceivers()   # this process's attempts in flight, by tenant
 DEFER = timedelta(seconds=5)            # a deferred delivery is due again this much later
 
 
@@ -265,20 +264,24 @@ def attempt(rt, delivery_id: str, *, paced: bool = True) -> str | None:
     finally:
         SLOW.leave(claimed.tenant_id, flying)
     status = record_surely(rt, claimed, outcome, at=started)
-    metrics.bump(metrics.DELIVERIES, channel=claimed.headers.get(CHANNEL_HEADER) or claimed.kind,
-                 status=status or "superseded")
+    metrics.bump(metrics.DELIVERIES, channel=_channel_of(claimed), status=status or "superseded")
     return status
 
 
 def _defer(rt, claimed: Claimed, until: datetime) -> None:
     with rt.session(atomic=False) as session:
         session.connection().execute(_DEFER, {"did": claimed.id, "lease": claimed.lease_until, "next_at": until})
-    metrics.bump(metrics.DELIVERIES, channel=claimed.headers.get(CHANNEL_HEADER) or claimed.kind, status="deferred")
+    metrics.bump(metrics.DELIVERIES, channel=_channel_of(claimed), status="deferred")
     log.debug("delivery %s deferred: its tenant's receivers are slow and %d of its attempts are in flight here",
              claimed.id, slow_receivers.SLOW_TENANT_SENDS)
 
 
 CHANNEL_HEADER = "X-Service-Channel"   # an intervention's deliveries name their channel (email, in_app, ...)
+
+
+def _channel_of(claimed: Claimed) -> str:
+    """The metric's channel: an intervention's delivery names it, any other goes by its kind."""
+    return claimed.headers.get(CHANNEL_HEADER) or claimed.kind
 RECORD_PATIENCE = 60.0   # seconds an attempt that went out waits for the database to take its record
 
 

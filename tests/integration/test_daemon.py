@@ -174,6 +174,14 @@ def _answer_of(sock: socket.socket) -> tuple[bytes, dict]:
     return head.split(b"\r\n", 1)[0], json.loads(body)
 
 
+def _healthy(sup: Service, tree: Tree) -> tuple[str, tuple[str, int]]:
+    """The URL and address of a production `cs serve` once it answers health 200."""
+    url = sup.wait_for_line(SERVING).group(1)
+    poll_http(f"{url}/api/health", until=lambda r: tree.record() is not None and r.status_code == 200,
+              timeout=40, service=sup)
+    return url, (urlsplit(url).hostname, urlsplit(url).port)
+
+
 def _log_after_stop(sup: Service, tmp_path) -> str:
     sup.signal(signal.SIGTERM)
     sup.wait(30)
@@ -287,12 +295,9 @@ def test_production_serve_answers_everyone_while_clients_leave_finished_connecti
     tree = Tree(sup)
     idle = []
     try:
-        url = sup.wait_for_line(SERVING).group(1)
-        poll_http(f"{url}/api/health", until=lambda r: tree.record() is not None and r.status_code == 200,
-                  timeout=40, service=sup)
-        host, port = urlsplit(url).hostname, urlsplit(url).port
+        url, address = _healthy(sup, tree)
         for _ in range(3):
-            s = socket.create_connection((host, port), timeout=5)
+            s = socket.create_connection(address, timeout=5)
             s.sendall(b"GET /api/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             idle.append(s)
         for s in idle:
@@ -325,10 +330,7 @@ def test_production_serve_frees_its_threads_from_clients_that_stop_sending(tmp_p
     tree = Tree(sup)
     silent = []
     try:
-        url = sup.wait_for_line(SERVING).group(1)
-        poll_http(f"{url}/api/health", until=lambda r: tree.record() is not None and r.status_code == 200,
-                  timeout=40, service=sup)
-        address = (urlsplit(url).hostname, urlsplit(url).port)
+        url, address = _healthy(sup, tree)
         mute = [socket.create_connection(address, timeout=10) for _ in range(4)]
         silent += mute
         assert requests.get(f"{url}/api/health", timeout=2).status_code == 200
