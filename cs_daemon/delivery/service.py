@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
-from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy import bindparam, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -122,21 +122,30 @@ class Claimed:
 
 
 # Claiming and recording are the hot path of every delivery: fixed Core statements (built
-# once, compiled once), a claim in one round trip outside any transaction, a record in one
-# transaction of two statements; the ORM only where a listener wants the delivery.
+# once, compiled once), a claim in one round trip outside any transaction, and on
+# PostgreSQL a record in one more: the log row a CTE of the statement that settles the
+# delivery, inside BEGIN/COMMIT only where a listener or a lock must share it; the ORM
+# only where a listener wants the delivery (docs/webhooks.md, "What an attempt costs the
+# database").
 _deliveries, _attempts, _tenants = Delivery.__table__, DeliveryAttempt.__table__, Tenant.__table__
 _d = _deliveries.c
+# `status IN` as plain parameters: a list would be an expanding parameter, whose SQL is
+# rendered again at each execution
+_IS_OPEN = _d.status.in_([literal(s) for s in OPEN])
 _CLAIM = (update(_deliveries)
-          .where(_d.id == bindparam("did"), _d.status.in_(OPEN), _d.next_attempt_at <= bindparam("now"),
+          .where(_d.id == bindparam("did"), _IS_OPEN, _d.next_attempt_at <= bindparam("now"),
                  or_(_d.locked_until.is_(None), _d.locked_until <= bindparam("now")),
                  _d.tenant_id.notin_(select(_tenants.c.id).where(_tenants.c.kill_switch_active.is_(True))))
           .values(locked_until=bindparam("lease"))
           .returning(_d.id, _d.tenant_id, _d.kind, _d.url, _d.body, _d.headers, _d.secret_enc, _d.subject_id,
                      _d.attempts, _d.max_attempts, _d.channel))
-_LOG = insert(_attempts)
+_LOG = insert(_attempts).values(   # parameters named apart from the columns, as Core requires
+    id=bindparam("attempt_id"), tenant_id=bindparam("tenant"), delivery_id=bindparam("did"),
+    number=bindparam("attempt_no"), at=bindparam("sent_at"), status_code=bindparam("code"),
+    latency_ms=bindparam("latency"), error=bindparam("failure"), response_excerpt=bindparam("excerpt"))
 # a claimed delivery given back unattempted (slow_receivers.py): the lease let go, due again later
 _DEFER = (update(_deliveries)
-          .where(_d.id == bindparam("did"), _d.locked_until == bindparam("lease"), _d.status.in_(OPEN))
+          .where(_d.id == bindparam("did"), _d.locked_until == bindparam("lease"), _IS_OPEN)
           .values(locked_until=None, next_attempt_at=bindparam("next_at")))
 
 
@@ -145,14 +154,19 @@ def _settle(**values):
     (the fence: a replay or a later attempt took it over) and the delivery is still open
     (a pause or rollback cancelled it meanwhile: cancelled it stays, never retried)."""
     return (update(_deliveries).where(_d.id == bindparam("did"), _d.locked_until == bindparam("lease"),
-                                      _d.status.in_(OPEN))
-            .values(attempts=bindparam("number"), locked_until=None, updated_at=bindparam("at_now"), **values)
+                                      _IS_OPEN)
+            .values(attempts=bindparam("attempt_no"), locked_until=None, updated_at=bindparam("at_now"), **values)
             .returning(_d.id))
 
 
 _SETTLE = {states.DELIVERED: _settle(status=states.DELIVERED, delivered_at=bindparam("at_now"), next_attempt_at=None),
            states.FAILED: _settle(status=states.FAILED, next_attempt_at=None),
            states.RETRYING: _settle(status=states.RETRYING, next_attempt_at=bindparam("next_at"))}
+
+
+# PostgreSQL: the attempt logged and its delivery settled in one statement (the log row
+# is written whether or not the fence lets the settle through)
+_LOG_AND_SETTLE = {status: stmt.add_cte(_LOG.cte("logged")) for status, stmt in _SETTLE.items()}
 
 
 def _held():
@@ -212,32 +226,56 @@ def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: dat
     lock_first = LOCK_FIRST.get(claimed.kind)
     if lock_first is not None and claimed.subject_id is not None:
         lock_first(session, claimed.subject_id)
-    conn = session.connection()     # Core statements: no ORM execution around them
-    conn.execute(_LOG, {"id": attempt_id or new_id(), "tenant_id": claimed.tenant_id, "delivery_id": claimed.id,
-                           "number": claimed.number, "at": at, "status_code": outcome.status_code,
-                           "latency_ms": outcome.latency_ms, "error": outcome.error,
-                           "response_excerpt": outcome.excerpt})
-    if outcome.ok:
-        status, next_at = states.DELIVERED, None
-    elif outcome.permanent or claimed.number >= claimed.max_attempts:
-        status, next_at = states.FAILED, None
-    else:
-        status, next_at = states.RETRYING, at + RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
-    settled = conn.execute(_SETTLE[status], {"did": claimed.id, "lease": claimed.lease_until,
-                                                "number": claimed.number, "at_now": now, "next_at": next_at}).first()
+    status = _status(claimed, outcome)
+    next_at = at + RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1] if status == states.RETRYING else None
+    settled = _log_and_settle(session.connection(), status, {
+        "attempt_id": attempt_id or new_id(), "tenant": claimed.tenant_id, "did": claimed.id,
+        "attempt_no": claimed.number, "sent_at": at, "code": outcome.status_code, "latency": outcome.latency_ms,
+        "failure": outcome.error, "excerpt": outcome.excerpt, "lease": claimed.lease_until,
+        "at_now": now, "next_at": next_at})
     if settled is None:
         log.warning("delivery %s: attempt %s not settled: cancelled meanwhile, or it outlived its lease",
                     claimed.id, claimed.number)
         return None
     if next_at is not None:
         domain_events.publish(session, domain_events.DeliveryRetryDue(claimed.id, next_at - at))
-    final = status != states.RETRYING
-    wanted = [fn for fn, when in LISTENERS.get(claimed.kind, []) if when is None or when(outcome, final)]
+    wanted = _wanted(claimed, outcome, status)
     if wanted:
         delivery = session.get(Delivery, claimed.id)
         for listener in wanted:
-            listener(session, delivery, outcome, final)
+            listener(session, delivery, outcome, status != states.RETRYING)
     return status
+
+
+def _status(claimed: Claimed, outcome: http.Outcome) -> str:
+    """The status this attempt leaves its delivery in."""
+    if outcome.ok:
+        return states.DELIVERED
+    if outcome.permanent or claimed.number >= claimed.max_attempts:
+        return states.FAILED
+    return states.RETRYING
+
+
+def _wanted(claimed: Claimed, outcome: http.Outcome, status: str) -> list[Listener]:
+    final = status != states.RETRYING
+    return [fn for fn, when in LISTENERS.get(claimed.kind, []) if when is None or when(outcome, final)]
+
+
+def _log_and_settle(conn, status: str, params: dict):
+    """The settled delivery's row (None when the fence held), the attempt logged either way:
+    one statement on PostgreSQL; two on SQLite, whose CTEs cannot write."""
+    if conn.dialect.name == "postgresql":
+        return conn.execute(_LOG_AND_SETTLE[status], params).first()
+    conn.execute(_LOG, params)
+    return conn.execute(_SETTLE[status], params).first()
+
+
+def _alone(rt, claimed: Claimed, outcome: http.Outcome) -> bool:
+    """Whether the record is one statement that needs no transaction around it: on
+    PostgreSQL, when no lock is taken first and no listener joins in."""
+    if rt.settings.is_sqlite or (claimed.kind in LOCK_FIRST and claimed.subject_id is not None):
+        return False
+    return not _wanted(claimed, outcome, _status(claimed, outcome))
 
 
 SLOW = slow_receivers.SlowReceivers()   # this process's attempts in flight, by tenant
@@ -296,7 +334,7 @@ def record_surely(rt, claimed: Claimed, outcome: http.Outcome, *, at: datetime) 
     attempt_id, pause, waited = new_id(), 0.2, 0.0
     while True:
         try:
-            with rt.session() as session:
+            with rt.session(atomic=not _alone(rt, claimed, outcome)) as session:
                 return record(session, claimed, outcome, at=at, now=rt.now(), attempt_id=attempt_id)
         except IntegrityError:
             if _recorded(rt, attempt_id):

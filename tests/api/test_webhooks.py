@@ -10,10 +10,11 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from cs_daemon.clock import FakeClock
 from cs_daemon.customers import service as customers
+from cs_daemon.db import get_engine
 from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
 from cs_daemon.outbox import service as outbox
@@ -325,6 +326,73 @@ def test_410_deactivates_the_endpoint(client, growth, rt, receiver):
     emit(rt, growth)
     assert len(deliveries(rt, growth)) == 1  # an inactive endpoint gets nothing new
     assert endpoint["id"]
+
+
+class Recorded:
+    """The SQL the runtime's engine runs while open, each with whether its connection was
+    in autocommit (no BEGIN or COMMIT round trip around it)."""
+
+    def __init__(self, rt: Runtime):
+        self.engine, self.seen = get_engine(rt.settings), []
+
+    def __enter__(self):
+        event.listen(self.engine, "before_cursor_execute", self._note)
+        return self
+
+    def __exit__(self, *exc):
+        event.remove(self.engine, "before_cursor_execute", self._note)
+
+    def _note(self, conn, cursor, statement, *args):
+        self.seen.append((statement, conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"))
+
+    def writing(self, table: str) -> list[tuple[str, bool]]:
+        return [(s, alone) for s, alone in self.seen if f"INSERT INTO {table}" in s or f"UPDATE {table}" in s]
+
+
+def test_a_delivered_attempt_is_logged_and_settled_in_one_statement_on_postgresql(client, growth, rt, receiver,
+                                                                                   backend):
+    register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    with Recorded(rt) as sql:
+        assert delivery.attempt(rt, made.id) == "delivered"
+    claim, *record = sql.writing("deliveries")
+    assert claim[1] and "locked_until" in claim[0]    # the claim: one statement outside any transaction
+    if backend == "postgres":
+        [(statement, alone)] = record + sql.writing("delivery_attempts")[1:]
+        assert alone and "INSERT INTO delivery_attempts" in statement and "UPDATE deliveries" in statement
+    else:                                             # SQLite's CTEs cannot write: two statements, one transaction
+        assert [alone for _, alone in sql.writing("delivery_attempts") + record] == [False, False]
+    with rt.session(growth.id) as s:
+        [attempt] = delivery.attempts_of(s, [made.id])[made.id]
+        assert attempt.status_code == 200 and delivery.get(s, made.id).status == "delivered"
+
+
+def test_an_attempt_a_listener_follows_is_recorded_with_it_in_one_transaction(client, growth, rt, receiver):
+    receiver.script = [410]
+    register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    with Recorded(rt) as sql:
+        assert delivery.attempt(rt, made.id) == "failed"
+    writes = sql.writing("delivery_attempts") + sql.writing("deliveries")[1:] + sql.writing("webhook_endpoints")
+    assert len(writes) >= 2 and not any(alone for _, alone in writes)
+
+
+def test_an_attempt_whose_record_was_committed_but_unanswered_is_not_logged_twice(client, growth, rt, receiver,
+                                                                                   monkeypatch):
+    register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    with rt.session(atomic=False) as s:
+        claimed = delivery.claim(s, made.id, rt.now())
+    outcome = delivery.send(rt, claimed, rt.now())
+    with rt.session(atomic=False) as s:
+        assert delivery.record(s, claimed, outcome, at=rt.now(), now=rt.now(), attempt_id="a1") == "delivered"
+    monkeypatch.setattr(delivery, "new_id", lambda: "a1")   # the try after a lost answer: the same attempt id
+    assert delivery.record_surely(rt, claimed, outcome, at=rt.now()) is None
+    with rt.session(growth.id) as s:
+        assert [a.id for a in delivery.attempts_of(s, [made.id])[made.id]] == ["a1"]
 
 
 def test_replay_of_a_failed_delivery_sends_it_again_and_logs_it(client, growth, rt, clock, receiver):
