@@ -245,9 +245,7 @@ def test_list_gives_each_customers_next_planned_or_approved_intervention(client,
 
 
 def test_next_action_is_one_query_for_the_whole_page(client, tenant, rt):
-    from sqlalchemy import event
-
-    from cs_daemon.db import get_engine
+    from tests.support.sql import Watching
 
     users = [f"u{i:02}" for i in range(30)]
     _track(client, tenant.key, *({"user_id": u, "event": "x"} for u in users))
@@ -266,13 +264,9 @@ def test_next_action_is_one_query_for_the_whole_page(client, tenant, rt):
         assert all(c["next_action"]["playbook"] == "Welcome" for c in resp.json["customers"])
         return list(statements)
 
-    engine = get_engine(rt.settings)
-    event.listen(engine, "before_cursor_execute", count)
-    try:
+    with Watching(rt.settings, count):
         page(5)   # warm: the key is remembered after its first use
         small, large = page(2), page(30)
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
     assert len(small) == len(large)   # the page's size adds no statement
     assert len([s for s in small if "interventions" in s.lower()]) == 1
     assert len([s for s in large if "interventions" in s.lower()]) == 1

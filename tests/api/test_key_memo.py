@@ -8,36 +8,25 @@ from __future__ import annotations
 import psycopg
 import pytest
 import redis
-from sqlalchemy import event
 
 from cs_daemon.auth import keys
 from cs_daemon.auth import memo as memo_mod
 from cs_daemon.auth.admission import admit
 from cs_daemon.auth.memo import KeyMemo
-from cs_daemon.db import get_engine
 from cs_daemon.runtime import Runtime
 from cs_daemon.uow import uow_of
 from tests.cli.conftest import cs  # noqa: F401 (the fixture)
 from tests.conftest import REDIS, auth
+from tests.support import sql
 
 production = pytest.mark.parametrize("backend", ["postgres"])
 
 
-class Statements:
-    """The SQL statements the runtime's engine runs while this is open."""
+class Statements(sql.Statements):
+    """The SQL statements the runtime runs while this is open."""
 
     def __init__(self, rt: Runtime):
-        self.engine, self.seen = get_engine(rt.settings), []
-
-    def __enter__(self):
-        event.listen(self.engine, "before_cursor_execute", self._note)
-        return self
-
-    def __exit__(self, *exc):
-        event.remove(self.engine, "before_cursor_execute", self._note)
-
-    def _note(self, conn, cursor, statement, *args):
-        self.seen.append(statement)
+        super().__init__(rt.settings)
 
     @property
     def key_reads(self) -> int:

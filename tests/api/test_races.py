@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 import requests
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 
 from cs_daemon.auth.models import ApiKey
 from cs_daemon.delivery import service as delivery
@@ -27,6 +27,7 @@ from cs_daemon.runtime import Runtime
 from cs_daemon.team.models import Invitation, Member
 from tests.conftest import auth
 from tests.support.processes import Deadline
+from tests.support.sql import Watching
 from tests.support.sse import AppServer, SseClient
 
 RACERS = 10
@@ -69,7 +70,7 @@ class Gate:
     WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|BEGIN IMMEDIATE)\b|\bFOR UPDATE\b", re.IGNORECASE)
 
     def __init__(self, rt, *pg_locks: str):
-        self.engine = get_engine(rt.settings)
+        self.engine, self.settings = get_engine(rt.settings), rt.settings
         self.pg_locks = pg_locks
         self.arrived: set[int] = set()
         self.changed = threading.Condition()
@@ -84,7 +85,7 @@ class Gate:
             for sql in self.pg_locks:
                 self.conn.exec_driver_sql(sql)
         self.holder = threading.get_ident()
-        event.listen(self.engine, "before_cursor_execute", self._note)
+        self.watching = Watching(self.settings, self._note).__enter__()
         return self
 
     def _note(self, conn, cursor, statement, *args) -> None:
@@ -100,7 +101,7 @@ class Gate:
 
     def __exit__(self, *exc) -> None:
         if self.conn is not None:
-            event.remove(self.engine, "before_cursor_execute", self._note)
+            self.watching.__exit__()
             self.conn.exec_driver_sql("ROLLBACK") if self.engine.dialect.name == "sqlite" else self.conn.rollback()
             self.conn.close()
             self.conn = None

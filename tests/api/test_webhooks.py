@@ -10,16 +10,17 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from cs_daemon.clock import FakeClock
 from cs_daemon.customers import service as customers
-from cs_daemon.db import get_engine
 from cs_daemon.delivery import service as delivery
+from cs_daemon.db import in_autocommit
 from cs_daemon.delivery.models import Delivery
 from cs_daemon.outbox import service as outbox
 from cs_daemon.runtime import Runtime
 from tests.conftest import auth
+from tests.support import sql
 from tests.support.receiver import Receiver
 
 
@@ -328,22 +329,16 @@ def test_410_deactivates_the_endpoint(client, growth, rt, receiver):
     assert endpoint["id"]
 
 
-class Recorded:
-    """The SQL the runtime's engine runs while open, each with whether its connection was
-    in autocommit (no BEGIN or COMMIT round trip around it)."""
+class Recorded(sql.Watching):
+    """The SQL the runtime runs while open, each with whether its connection was in
+    autocommit (no BEGIN or COMMIT round trip around it)."""
 
     def __init__(self, rt: Runtime):
-        self.engine, self.seen = get_engine(rt.settings), []
-
-    def __enter__(self):
-        event.listen(self.engine, "before_cursor_execute", self._note)
-        return self
-
-    def __exit__(self, *exc):
-        event.remove(self.engine, "before_cursor_execute", self._note)
+        self.seen = []
+        super().__init__(rt.settings, self._note)
 
     def _note(self, conn, cursor, statement, *args):
-        self.seen.append((statement, conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"))
+        self.seen.append((statement, in_autocommit(conn)))
 
     def writing(self, table: str) -> list[tuple[str, bool]]:
         return [(s, alone) for s, alone in self.seen if f"INSERT INTO {table}" in s or f"UPDATE {table}" in s]

@@ -10,10 +10,11 @@ from sqlalchemy import func, select
 
 from cs_daemon import migrate
 from cs_daemon.config import Settings
-from cs_daemon.db import dispose_engines, get_engine
+from cs_daemon.db import dispose_engines
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
 from cs_daemon.tenants.models import Tenant
+from tests.support.sql import engines
 from tests.support.stores import PrivatePostgres
 
 
@@ -48,10 +49,10 @@ def test_the_first_query_after_a_restart_gets_a_live_connection(pg, tmp_path, mo
     rt = Runtime(settings)
     with rt.session() as s:
         tenants.create(s, name="Restart", owner_email="o@restart.example", now=rt.now())
-    for atomic in (True, False):      # both kinds of session share the pool
+    for atomic in (True, False):      # each kind of session has its pool (docs/deploy.md)
         with rt.session(atomic=atomic) as s:
             assert s.scalar(select(func.count()).select_from(Tenant)) == 1
-    assert get_engine(settings).pool.checkedin() >= 1     # idle connections wait in the pool
+    assert all(engine.pool.checkedin() >= 1 for engine in engines(settings))   # idle connections wait in each
 
     pg.restart(mode)
 
