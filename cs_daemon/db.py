@@ -27,7 +27,7 @@ from weakref import WeakKeyDictionary
 
 import pydantic_core
 from sqlalchemy import JSON, Column, DateTime, String, bindparam, event, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
@@ -135,6 +135,11 @@ def _autocommit_engine(settings: Settings) -> Engine:
                 engine = _engines[key] = _make_engine(settings, isolation_level="AUTOCOMMIT")
                 engine.update_execution_options(**{_AUTOCOMMIT: True})
     return engine
+
+
+def autocommit_connection(settings: Settings) -> Connection:
+    """A connection of the autocommit engine (a context manager: given back on exit)."""
+    return _autocommit_engine(settings).connect()
 
 
 _AUTOCOMMIT = "cs_autocommit"   # an execution option that only marks the autocommit engine's connections

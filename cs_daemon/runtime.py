@@ -9,13 +9,14 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import dramatiq
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from .auth.memo import KeyMemo
 from .cache import Cache, make_cache
 from .clock import Clock
 from .config import Settings
-from .db import session_scope
+from .db import autocommit_connection, session_scope
 from .jobs import broker as jobs_broker
 from .jobs import context, registry
 from .jobs.heartbeat import WorkerHeartbeat
@@ -51,6 +52,12 @@ class Runtime:
                 atomic: bool = True) -> Iterator[Session]:
         with session_scope(self.settings, tenant_id=tenant_id, commit=commit, atomic=atomic) as s:
             yield s
+
+    def statements(self) -> Iterator[Connection]:
+        """A connection outside any unit of work, each statement committing itself: for
+        fixed Core statements that need no tenant scope, ORM or domain events (a
+        delivery's claim and plain record, cs_daemon/delivery/service.py)."""
+        return autocommit_connection(self.settings)
 
     def install_broker(self) -> dramatiq.Broker:
         """Choose the broker for these settings; jobs of this process use this runtime."""

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Callable
 
 from sqlalchemy import bindparam, insert, literal, or_, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -124,8 +125,9 @@ class Claimed:
 # Claiming and recording are the hot path of every delivery: fixed Core statements (built
 # once, compiled once), a claim in one round trip outside any transaction, and on
 # PostgreSQL a record in one more: the log row a CTE of the statement that settles the
-# delivery, inside BEGIN/COMMIT only where a listener or a lock must share it; the ORM
-# only where a listener wants the delivery (docs/webhooks.md, "What an attempt costs the
+# delivery, both on a bare connection (Runtime.statements), inside a unit of work only
+# where a retry's message, a listener or a lock must share its transaction; the ORM only
+# where a listener wants the delivery (docs/webhooks.md, "What an attempt costs the
 # database").
 _deliveries, _attempts, _tenants = Delivery.__table__, DeliveryAttempt.__table__, Tenant.__table__
 _d = _deliveries.c
@@ -174,10 +176,10 @@ def _held():
     return select(Tenant.id).where(Tenant.kill_switch_active.is_(True))
 
 
-def claim(session: Session, delivery_id: str, now: datetime) -> Claimed | None:
+def claim(conn: Connection, delivery_id: str, now: datetime) -> Claimed | None:
     """Take the lease on a due, open delivery; None when it is done, not due, leased, or
     held by its tenant's kill switch (it is sent once the switch is off)."""
-    row = session.connection().execute(_CLAIM, {"did": delivery_id, "now": now, "lease": now + LEASE}).first()
+    row = conn.execute(_CLAIM, {"did": delivery_id, "now": now, "lease": now + LEASE}).first()
     if row is None:
         return None
     return Claimed(row.id, row.tenant_id, row.kind, row.url, row.body, row.headers, row.secret_enc,
@@ -220,31 +222,45 @@ def _unwanted(rt, claimed: Claimed) -> str | None:
 def record(session: Session, claimed: Claimed, outcome: http.Outcome, *, at: datetime,
            now: datetime, attempt_id: str | None = None) -> str | None:
     """Log the attempt and move the delivery on (delivered, retrying at the next step of
-    the schedule, or failed for good); returns the new status, or None when the lease ran
-    out and another attempt took over, or the delivery was cancelled meanwhile (this one
-    is logged, the state left as it is)."""
+    the schedule, or failed for good), with what follows it in the same transaction (the
+    next attempt's message, the kind's listeners); returns the new status, or None when
+    the lease ran out and another attempt took over, or the delivery was cancelled
+    meanwhile (this one is logged, the state left as it is)."""
     lock_first = LOCK_FIRST.get(claimed.kind)
     if lock_first is not None and claimed.subject_id is not None:
         lock_first(session, claimed.subject_id)
-    status = _status(claimed, outcome)
-    next_at = at + RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1] if status == states.RETRYING else None
-    settled = _log_and_settle(session.connection(), status, {
-        "attempt_id": attempt_id or new_id(), "tenant": claimed.tenant_id, "did": claimed.id,
-        "attempt_no": claimed.number, "sent_at": at, "code": outcome.status_code, "latency": outcome.latency_ms,
-        "failure": outcome.error, "excerpt": outcome.excerpt, "lease": claimed.lease_until,
-        "at_now": now, "next_at": next_at})
-    if settled is None:
-        log.warning("delivery %s: attempt %s not settled: cancelled meanwhile, or it outlived its lease",
-                    claimed.id, claimed.number)
+    status = _logged(session.connection(), claimed, outcome, at=at, now=now, attempt_id=attempt_id)
+    if status is None:
         return None
-    if next_at is not None:
-        domain_events.publish(session, domain_events.DeliveryRetryDue(claimed.id, next_at - at))
+    if status == states.RETRYING:
+        domain_events.publish(session, domain_events.DeliveryRetryDue(claimed.id, _next_at(claimed, at) - at))
     wanted = _wanted(claimed, outcome, status)
     if wanted:
         delivery = session.get(Delivery, claimed.id)
         for listener in wanted:
             listener(session, delivery, outcome, status != states.RETRYING)
     return status
+
+
+def _logged(conn: Connection, claimed: Claimed, outcome: http.Outcome, *, at: datetime, now: datetime,
+            attempt_id: str | None) -> str | None:
+    """The attempt logged and its delivery settled, behind the lease's fence: the status,
+    or None (logged, not settled)."""
+    status = _status(claimed, outcome)
+    settled = _log_and_settle(conn, status, {
+        "attempt_id": attempt_id or new_id(), "tenant": claimed.tenant_id, "did": claimed.id,
+        "attempt_no": claimed.number, "sent_at": at, "code": outcome.status_code, "latency": outcome.latency_ms,
+        "failure": outcome.error, "excerpt": outcome.excerpt, "lease": claimed.lease_until,
+        "at_now": now, "next_at": _next_at(claimed, at) if status == states.RETRYING else None})
+    if settled is None:
+        log.warning("delivery %s: attempt %s not settled: cancelled meanwhile, or it outlived its lease",
+                    claimed.id, claimed.number)
+        return None
+    return status
+
+
+def _next_at(claimed: Claimed, at: datetime) -> datetime:
+    return at + RETRY_DELAYS[min(claimed.number, len(RETRY_DELAYS)) - 1]
 
 
 def _status(claimed: Claimed, outcome: http.Outcome) -> str:
@@ -271,11 +287,12 @@ def _log_and_settle(conn, status: str, params: dict):
 
 
 def _alone(rt, claimed: Claimed, outcome: http.Outcome) -> bool:
-    """Whether the record is one statement that needs no transaction around it: on
-    PostgreSQL, when no lock is taken first and no listener joins in."""
+    """Whether the record is one statement and nothing more: on PostgreSQL, when no lock
+    is taken first, no listener joins in and no retry is to be scheduled."""
     if rt.settings.is_sqlite or (claimed.kind in LOCK_FIRST and claimed.subject_id is not None):
         return False
-    return not _wanted(claimed, outcome, _status(claimed, outcome))
+    status = _status(claimed, outcome)
+    return status != states.RETRYING and not _wanted(claimed, outcome, status)
 
 
 SLOW = slow_receivers.SlowReceivers()   # this process's attempts in flight, by tenant
@@ -289,8 +306,8 @@ def attempt(rt, delivery_id: str, *, paced: bool = True) -> str | None:
     `paced=False`: an attempt someone asked for and waits on (a replay, a test send),
     never deferred."""
     started = rt.now()
-    with rt.session(atomic=False) as session:
-        claimed = claim(session, delivery_id, started)
+    with rt.statements() as conn:
+        claimed = claim(conn, delivery_id, started)
     if claimed is None:
         return None
     flying = SLOW.enter(claimed.tenant_id, always=not paced)
@@ -307,8 +324,8 @@ def attempt(rt, delivery_id: str, *, paced: bool = True) -> str | None:
 
 
 def _defer(rt, claimed: Claimed, until: datetime) -> None:
-    with rt.session(atomic=False) as session:
-        session.connection().execute(_DEFER, {"did": claimed.id, "lease": claimed.lease_until, "next_at": until})
+    with rt.statements() as conn:
+        conn.execute(_DEFER, {"did": claimed.id, "lease": claimed.lease_until, "next_at": until})
     metrics.bump(metrics.DELIVERIES, channel=_channel_of(claimed), status="deferred")
     log.debug("delivery %s deferred: its tenant's receivers are slow and %d of its attempts are in flight here",
              claimed.id, slow_receivers.SLOW_TENANT_SENDS)
@@ -334,7 +351,10 @@ def record_surely(rt, claimed: Claimed, outcome: http.Outcome, *, at: datetime) 
     attempt_id, pause, waited = new_id(), 0.2, 0.0
     while True:
         try:
-            with rt.session(atomic=not _alone(rt, claimed, outcome)) as session:
+            if _alone(rt, claimed, outcome):
+                with rt.statements() as conn:
+                    return _logged(conn, claimed, outcome, at=at, now=rt.now(), attempt_id=attempt_id)
+            with rt.session() as session:
                 return record(session, claimed, outcome, at=at, now=rt.now(), attempt_id=attempt_id)
         except IntegrityError:
             if _recorded(rt, attempt_id):

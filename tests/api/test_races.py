@@ -334,7 +334,7 @@ def test_mail_of_an_intervention_rolled_back_after_its_attempt_was_claimed_is_no
     client.put(f"/api/interventions/{iv}/approve", headers=auth(tenant.key))
     [made] = _deliveries(rt, tenant, iv)
     with rt.session(atomic=False) as s:
-        claimed = delivery.claim(s, made.id, clock.now())
+        claimed = delivery.claim(s.connection(), made.id, clock.now())
     assert claimed is not None
     assert client.put(f"/api/interventions/{iv}/rollback", headers=auth(tenant.key), json={}).status_code == 200
     outcome = delivery.send(rt, claimed, clock.now())
@@ -355,7 +355,7 @@ def _queue_then(client, rt, tenant, pid, clock, action: str) -> str:
     client.put(f"/api/interventions/{iv}/approve", headers=auth(tenant.key))
     [made] = _deliveries(rt, tenant, iv)
     with rt.session(atomic=False) as s:
-        claimed = delivery.claim(s, made.id, clock.now())
+        claimed = delivery.claim(s.connection(), made.id, clock.now())
     outcome = delivery.send(rt, claimed, clock.now())
     assert outcome.ok, outcome
     assert client.put(f"/api/interventions/{iv}/{action}", headers=auth(tenant.key), json={}).status_code == 200
@@ -399,7 +399,7 @@ def test_an_in_app_delivery_racing_a_rollback_never_reaches_a_later_connect(clie
     client.put(f"/api/interventions/{iv}/approve", headers=auth(tenant.key))
     [made] = _deliveries(rt, tenant, iv)
     with rt.session(atomic=False) as s:
-        claimed = delivery.claim(s, made.id, clock.now())
+        claimed = delivery.claim(s.connection(), made.id, clock.now())
 
     def job():
         outcome = delivery.send(rt, claimed, clock.now())

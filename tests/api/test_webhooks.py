@@ -281,9 +281,9 @@ def test_two_copies_of_a_message_make_one_attempt(client, growth, rt, receiver):
     emit(rt, growth)
     [made] = deliveries(rt, growth)
     with rt.session() as s:
-        first = delivery.claim(s, made.id, rt.now())
+        first = delivery.claim(s.connection(), made.id, rt.now())
     with rt.session() as s:
-        assert delivery.claim(s, made.id, rt.now()) is None
+        assert delivery.claim(s.connection(), made.id, rt.now()) is None
     assert first is not None
     assert delivery.attempt(rt, made.id) is None
     assert receiver.requests == []
@@ -380,7 +380,7 @@ def test_an_attempt_whose_record_was_committed_but_unanswered_is_not_logged_twic
     emit(rt, growth)
     [made] = deliveries(rt, growth)
     with rt.session(atomic=False) as s:
-        claimed = delivery.claim(s, made.id, rt.now())
+        claimed = delivery.claim(s.connection(), made.id, rt.now())
     outcome = delivery.send(rt, claimed, rt.now())
     with rt.session(atomic=False) as s:
         assert delivery.record(s, claimed, outcome, at=rt.now(), now=rt.now(), attempt_id="a1") == "delivered"

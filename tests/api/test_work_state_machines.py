@@ -22,7 +22,7 @@ KIND = "walk"      # a kind with no listener, guard or lock: only the delivery m
 
 def _attempted(outcome):
     def attempt(rt, session, delivery_id):
-        claimed = delivery.claim(session, delivery_id, rt.now())
+        claimed = delivery.claim(session.connection(), delivery_id, rt.now())
         return claimed is not None and delivery.record(session, claimed, outcome, at=rt.now(),
                                                        now=rt.now()) is not None
     return attempt
