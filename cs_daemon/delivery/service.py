@@ -277,7 +277,7 @@ def _wanted(claimed: Claimed, outcome: http.Outcome, status: str) -> list[Listen
     return [fn for fn, when in LISTENERS.get(claimed.kind, []) if when is None or when(outcome, final)]
 
 
-def _log_and_settle(conn, status: str, params: dict):
+def _log_and_settle(conn: Connection, status: str, params: dict):
     """The settled delivery's row (None when the fence held), the attempt logged either way:
     one statement on PostgreSQL; two on SQLite, whose CTEs cannot write."""
     if conn.dialect.name == "postgresql":
