@@ -122,7 +122,7 @@ def get_engine(settings: Settings) -> Engine:
         return engine
 
 
-def _autocommit_engine(settings: Settings) -> Engine:
+def autocommit_engine(settings: Settings) -> Engine:
     """An engine of its own whose connections stay in autocommit. Switching a pooled
     connection in and out of autocommit at each checkout cost about 150 µs of CPU a unit
     of work (docs/deploy.md, "Database connections")."""
@@ -139,7 +139,7 @@ def _autocommit_engine(settings: Settings) -> Engine:
 
 def autocommit_connection(settings: Settings) -> Connection:
     """A connection of the autocommit engine (a context manager: given back on exit)."""
-    return _autocommit_engine(settings).connect()
+    return autocommit_engine(settings).connect()
 
 
 _AUTOCOMMIT = "cs_autocommit"   # an execution option that only marks the autocommit engine's connections
@@ -256,7 +256,7 @@ def session_scope(
 
 @contextmanager
 def _session_scope(settings: Settings, tenant_id: str | None, commit: bool, atomic: bool) -> Iterator[Session]:
-    engine = get_engine(settings) if atomic else _autocommit_engine(settings)
+    engine = get_engine(settings) if atomic else autocommit_engine(settings)
     session = UnitSession(engine, expire_on_commit=False)
     uow = begin_unit_of_work(session, tenant_id, settings)
     try:

@@ -13,7 +13,7 @@ from cs_daemon.config import Settings
 
 
 def engines(settings: Settings) -> list[Engine]:
-    return [db.get_engine(settings), db._autocommit_engine(settings)]
+    return [db.get_engine(settings), db.autocommit_engine(settings)]
 
 
 class Watching:
