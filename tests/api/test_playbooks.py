@@ -7,6 +7,7 @@ from sqlalchemy import text
 
 from cs_daemon.interventions.models import Intervention
 from tests.conftest import auth
+from tests.support.sql import Statements
 
 GOOD = {
     "name": "Nudge stalled onboarding",
@@ -175,22 +176,11 @@ def test_preview_count_gives_postgres_work_mem_to_hash_event_subqueries(client, 
     """An event clause under `any` is a correlated subquery: with the default 4 MB of
     work_mem PostgreSQL probes the events index once per customer (4.4 s for 1M users in
     bench/preview_count.py) instead of hashing the matching users once (1.6 s)."""
-    from sqlalchemy import event
 
-    from cs_daemon.db import get_engine
-
-    seen: list[str] = []
-    engine = get_engine(rt.settings)
-
-    def record(conn, cursor, statement, *args):
-        seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with Statements(rt.settings) as watched:
         resp = client.post("/api/playbooks/preview-count", headers=auth(tenant.key),
                            json={"entry_conditions": UNDER_ANY})
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
+    seen = watched.seen
     assert resp.status_code == 200 and resp.json["matching_users"] == 0
     sets = [i for i, s in enumerate(seen) if s.startswith("SET LOCAL work_mem")]
     if backend == "embedded":

@@ -12,6 +12,7 @@ import pytest
 
 from cs_daemon.interventions.models import Intervention
 from tests.conftest import auth
+from tests.support.sql import Statements
 
 Z = 1.959964
 
@@ -113,21 +114,10 @@ def test_held_out_decisions_are_not_counted_as_interventions_in_analytics(client
 
 
 def test_every_playbooks_uplift_comes_from_one_grouped_query(rt, data):
-    from sqlalchemy import event
-
     from cs_daemon.analytics import uplift
 
-    statements: list[str] = []
-
-    def seen(conn, cursor, statement, *args):
-        statements.append(statement)
-
-    with rt.session(data.id) as s:
-        engine = s.get_bind()
-        event.listen(engine, "before_cursor_execute", seen)
-        try:
-            found = uplift.by_playbook(s)
-        finally:
-            event.remove(engine, "before_cursor_execute", seen)
+    with rt.session(data.id) as s, Statements(rt.settings) as watched:
+        found = uplift.by_playbook(s)
+    statements = watched.seen
     assert set(found) == set(data.ids.values())
     assert len([q for q in statements if "interventions" in q]) == 1, statements
