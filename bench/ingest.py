@@ -190,7 +190,7 @@ def service_client(job: dict, batch_ids: list[int], start, res: Tally) -> None:
     """A lean sender: each batch's request made before the clock starts and written on a new
     connection (the sync workers close each one), the answer read to the server's close.
     The senders stand for the tenants' machines but share the service's CPUs here, so they
-    should take as little of them as they can: http.client took about 0.4 ms a batch more
+    should take as little of them as they can: http.client took about 0.3 ms a batch more
     (bench/README.md)."""
     corpus, keys = job["corpus"], job["headers"]
     requests = {b: request_bytes(job["port"], corpus.bodies[b], keys[b % len(keys)]) for b in batch_ids}
