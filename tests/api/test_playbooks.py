@@ -176,7 +176,6 @@ def test_preview_count_gives_postgres_work_mem_to_hash_event_subqueries(client, 
     """An event clause under `any` is a correlated subquery: with the default 4 MB of
     work_mem PostgreSQL probes the events index once per customer (4.4 s for 1M users in
     bench/preview_count.py) instead of hashing the matching users once (1.6 s)."""
-
     with Statements(rt.settings) as watched:
         resp = client.post("/api/playbooks/preview-count", headers=auth(tenant.key),
                            json={"entry_conditions": UNDER_ANY})

@@ -53,6 +53,7 @@ def receiver():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_port, seen
     server.shutdown()
+    server.server_close()
 
 
 def _job(ingest, port: int, key: str):
