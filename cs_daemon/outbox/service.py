@@ -10,14 +10,14 @@ The log is read by `listing` (`cs events log`) and kept for each tenant's
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
+import pydantic_core
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from .. import domain_events
-from ..db import new_id
+from ..db import new_ids
 from .models import OutboxEvent
 
 DEFAULT_LIMIT = 50
@@ -51,17 +51,17 @@ def record_many(session: Session, tenant_id: str, events: list[tuple[str, dict]]
 
 def rows_of(tenant_id: str, events: list[tuple[str, dict]], *, now: datetime, test: bool) -> list[dict]:
     """The outbox rows of `events` ((event_type, payload) pairs), ids made here."""
-    return [{"id": new_id(), "tenant_id": tenant_id, "event_type": kind, "payload": {"event": kind, **payload},
-             "test": test, "created_at": now} for kind, payload in events]
+    return [{"id": row_id, "tenant_id": tenant_id, "event_type": kind, "payload": {"event": kind, **payload},
+             "test": test, "created_at": now} for row_id, (kind, payload) in zip(new_ids(len(events)), events)]
 
 
 def pg_part(tenant_id: str, rows: list[dict], *, now: datetime, test: bool) -> tuple[str, dict]:
     """The PostgreSQL statement inserting `rows` and its parameters, which a caller may
     also run as a CTE of a statement of its own (customers/ingest.py does, folding the
-    outbox into the customers' update)."""
-    return PG_INSERT, {"tenant": tenant_id, "test": test, "now": now, "outbox": json.dumps(
-        [{"id": r["id"], "event_type": r["event_type"], "payload": r["payload"]} for r in rows],
-        separators=(",", ":"))}
+    outbox into the customers' update). The rows go as one JSON document written by
+    pydantic-core, as ingest's own rows do (customers/bulk.py)."""
+    return PG_INSERT, {"tenant": tenant_id, "test": test, "now": now, "outbox": pydantic_core.to_json(
+        [{"id": r["id"], "event_type": r["event_type"], "payload": r["payload"]} for r in rows]).decode()}
 
 
 def insert_rows(session: Session, rows: list[dict]) -> None:
