@@ -36,3 +36,27 @@ def test_a_unit_without_a_transaction_commits_each_statement_at_once(rt, make_te
         s.execute(update(Tenant).where(Tenant.id == tenant.id).values(name="Renamed"))
         with rt.session() as other:       # another connection sees it before this unit ends
             assert other.scalar(select(Tenant.name).where(Tenant.id == tenant.id)) == "Renamed"
+
+
+def test_every_postgresql_session_runs_in_utc_whatever_the_servers_zone(pg_url):
+    """A server (here the URL's own startup option) whose default zone is not UTC: both
+    pools' sessions are in UTC, so times come back in psycopg's own UTC zone."""
+    from datetime import timezone
+
+    from sqlalchemy import text
+
+    from cs_daemon.config import Settings
+    from cs_daemon.db import autocommit_engine, get_engine
+
+    settings = Settings(database_url=f"{pg_url}?options=-c%20TimeZone%3DAsia/Kolkata", redis_url=None,
+                        cs_secret_key="t")
+    for engine in (get_engine(settings), autocommit_engine(settings)):
+        try:
+            with engine.connect() as conn:
+                zone, now = conn.execute(text("SELECT current_setting('TimeZone'), now()")).one()
+                with conn.connection.driver_connection.cursor() as cur:   # as ingest reads its rows
+                    raw = cur.execute("SELECT now()").fetchone()[0]
+        finally:
+            engine.dispose()
+        assert zone == "UTC"
+        assert now.tzinfo is timezone.utc and raw.tzinfo is timezone.utc
