@@ -147,6 +147,8 @@ def _view(ep: Endpoint) -> Callable:
             if ep.body is not None:
                 raw = request.get_data(cache=False)
                 call.body = (ep.quick_json and ep.quick_json(raw)) or _read_body(ep, raw)
+            elif ep.payload is None and ep.method != "GET":
+                _unread_body(request.get_data(cache=False))
             result = ep.handler(call, **path_params)
         return render(result, ep.status)
 
@@ -211,6 +213,13 @@ def bearer_token() -> str | None:
 def _read_body(ep: Endpoint, raw: bytes) -> Any:
     data = json_body(raw) if raw.strip() else {}
     return (ep.quick and isinstance(data, dict) and ep.quick(data)) or _validate(ep.body, data, "body")
+
+
+def _unread_body(raw: bytes) -> None:
+    """A body sent to an endpoint that reads none (approve, pause, ...) must still be JSON:
+    malformed, it is a 400 as anywhere, before anything changes (docs/api.md, Errors)."""
+    if raw.strip():
+        json_body(raw)
 
 
 def json_body(raw: bytes) -> Any:

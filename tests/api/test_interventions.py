@@ -270,3 +270,16 @@ def test_engine_full_auto_decisions_enter_the_pipeline(client, world, rt, receiv
     _run_deliveries(rt, tenant)
     assert len(receiver.requests) == 1
     assert json.loads(receiver.requests[0].body)["intervention"]["status"] == "approved"
+
+
+@pytest.mark.parametrize("action", ["approve", "pause"])
+def test_malformed_json_to_an_endpoint_that_reads_no_body_is_a_400_and_changes_nothing(client, world, action):
+    tenant, pid = world
+    iv = _create(client, tenant, pid)
+    h = {**auth(tenant.key), "Content-Type": "application/json"}
+    resp = client.put(f"/api/interventions/{iv['id']}/{action}", headers=h, data=b"{bad")
+    assert resp.status_code == 400 and resp.json["code"] == "validation_failed", resp.json
+    assert resp.json["details"][0]["field"] == "body"
+    assert _status(client, tenant, iv["id"])["status"] == "planned"
+    resp = client.put(f"/api/interventions/{iv['id']}/{action}", headers=h, data=b'{"note": "x"}')
+    assert resp.status_code == 200, resp.json          # a well-formed body is ignored there, as before
