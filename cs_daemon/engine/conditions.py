@@ -140,6 +140,8 @@ def _validate_comparison(node: dict, path: str) -> None:
     if "value" not in node:
         raise ConditionError(f"{path}.value", "is required")
     value = node["value"]
+    if any(map(_too_large, value if isinstance(value, list) else [value])):
+        raise ConditionError(f"{path}.value", TOO_LARGE)
     if op == "exists":
         if not isinstance(value, bool):
             raise ConditionError(f"{path}.value", "exists takes true or false")
@@ -165,12 +167,24 @@ def _validate_event(node: dict, path: str) -> None:
     if not _name(node["event"]):
         raise ConditionError(f"{path}.event", "must be an event name")
     count = node.get("count", {"op": "gte", "value": 1})
+    if isinstance(count, dict) and _too_large(count.get("value")):
+        raise ConditionError(f"{path}.count.value", TOO_LARGE)
     if not isinstance(count, dict) or count.get("op") not in ("eq", "neq", "lt", "lte", "gt", "gte") \
             or not _number(count.get("value")):
         raise ConditionError(f"{path}.count", 'must be {"op": eq|neq|lt|lte|gt|gte, "value": <number>}')
     days = node.get("within_days")
     if days is not None and (not _number(days) or not 0 < days <= MAX_WITHIN_DAYS):
         raise ConditionError(f"{path}.within_days", f"must be a number of days above 0, at most {MAX_WITHIN_DAYS}")
+
+
+# A whole number a tree holds fits in 64 bits: SQLite binds no larger integer, and a tree
+# must count the same on both databases and in memory (docs/conditions.md, "Limits").
+MAX_INTEGER = 2**63 - 1
+TOO_LARGE = f"whole numbers may be at most {MAX_INTEGER:,} either side of 0; write a larger one as 1e30"
+
+
+def _too_large(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER
 
 
 def _number(value) -> bool:

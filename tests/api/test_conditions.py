@@ -12,6 +12,7 @@ from sqlalchemy import delete, select
 
 from cs_daemon.customers.models import Customer, Event
 from cs_daemon.engine import conditions as cond
+from tests.conftest import auth
 
 NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
 
@@ -235,6 +236,9 @@ def test_both_back_ends_pass_the_shared_cases(rt, seeded, tree, expected):
     ({"field": "traits.beta", "op": "in", "value": [None]}, "$.value"),
     ({"field": "traits.plan", "op": "in", "value": ["x"] * 1001}, "$.value"),
     ({"field": "traits." + "x" * 300, "op": "eq", "value": 1}, "$.field"),
+    ({"field": "health", "op": "gt", "value": 10**30}, "$.value"),          # past 64 bits: SQLite binds none
+    ({"field": "traits.seats", "op": "in", "value": [1, -(2**63)]}, "$.value"),
+    ({"event": "x", "count": {"op": "gt", "value": 2**63}}, "$.count.value"),
     ({"trigger": "signed_up"}, "$.trigger"),
     ({"all": [], "any": []}, "$"),
     ({"weird": 1}, "$"),
@@ -333,3 +337,18 @@ def test_sql_and_memory_agree_on_random_trees_and_users(rt, tenant, population, 
         _seed(s, tenant.id, people)
         walked, compiled = _in_memory(s, tree)
         assert _in_sql(s, tree) == walked == compiled
+
+
+@pytest.mark.parametrize("value, status", [(2**63 - 1, 200), (-(2**63 - 1), 200), (1e30, 200), (2**63, 400),
+                                           (-(10**30), 400)])
+def test_a_whole_number_past_64_bits_is_refused_not_a_500(client, tenant, value, status):
+    """The largest whole number SQLite binds counts on both databases; one past it is a 400
+    naming the node (a 500 before: SQLite could not bind it), and 1e30 is the way to write it."""
+    h = auth(tenant.key)
+    for tree in ({"field": "health", "op": "lt", "value": value},
+                 {"field": "traits.seats", "op": "in", "value": [value]},
+                 {"event": "login", "count": {"op": "lt", "value": value}}):
+        resp = client.post("/api/playbooks/preview-count", headers=h, json={"entry_conditions": tree})
+        assert resp.status_code == status, (tree, resp.json)
+        if status == 400:
+            assert resp.json["code"] == "validation_failed" and "9,223,372,036,854,775,807" in resp.json["error"]
