@@ -110,12 +110,7 @@ def exit_usable(playbook: Playbook) -> bool:
 
 
 def create(session: Session, tenant_id: str, fields: dict, *, now: datetime, test: bool = False) -> Playbook:
-    tenant = tenants.locked_for_limits(session, tenant_id)
-    limit = plans.plan(tenant.plan_tier).playbooks
-    current = count_live(session)
-    if limit is not None and current >= limit:
-        raise PlanLimit(f"the {tenant.plan_tier} plan allows {limit} playbooks", current=current,
-                        limit=limit, upgrade_to=plans.plan(tenant.plan_tier).upgrade_to)
+    _room_for_one_more(session, tenant_id)
     playbook = Playbook(tenant_id=tenant_id, name=fields["name"], status="draft", test=test,
                         created_at=now, updated_at=now, status_changed_at=now)
     _apply(playbook, {"entry_conditions": {}, "exit_conditions": {}, "constraints": {},
@@ -123,6 +118,17 @@ def create(session: Session, tenant_id: str, fields: dict, *, now: datetime, tes
     session.add(playbook)
     session.flush()
     return playbook
+
+
+def _room_for_one_more(session: Session, tenant_id: str) -> None:
+    """PlanLimit unless the plan allows one more playbook that is not archived (counted
+    under the tenant's lock, so racing requests at the limit never pass it together)."""
+    tenant = tenants.locked_for_limits(session, tenant_id)
+    limit = plans.plan(tenant.plan_tier).playbooks
+    current = count_live(session)
+    if limit is not None and current >= limit:
+        raise PlanLimit(f"the {tenant.plan_tier} plan allows {limit} playbooks", current=current,
+                        limit=limit, upgrade_to=plans.plan(tenant.plan_tier).upgrade_to)
 
 
 def count_live(session: Session) -> int:
@@ -146,7 +152,11 @@ def update(session: Session, playbook_id: str, fields: dict, *, now: datetime) -
 
 
 def set_status(session: Session, playbook_id: str, status: str, *, now: datetime) -> Playbook:
+    """Any status may follow any other; taking a playbook out of the archive counts it
+    against the plan again (docs/playbooks.md)."""
     playbook = get(session, playbook_id)
+    if playbook.status == "archived" and status != "archived":
+        _room_for_one_more(session, playbook.tenant_id)
     playbook.status = status
     playbook.status_changed_at = now
     playbook.updated_at = now

@@ -70,6 +70,15 @@ def test_plan_limit_counts_non_archived_playbooks(client, tenant):
     assert (resp.json["current"], resp.json["limit"], resp.json["upgrade_to"]) == (3, 3, "starter")
     assert client.delete(f"/api/playbooks/{ids[0]}", headers=h).json == {"archived": True}
     assert client.post("/api/playbooks", headers=h, json={"name": "fits again"}).status_code == 201
+    # out of the archive is one more playbook: refused at the limit, and nothing changes
+    resp = client.put(f"/api/playbooks/{ids[0]}/status", headers=h, json={"status": "active"})
+    assert resp.status_code == 403 and resp.json["code"] == "plan_limit" and resp.json["current"] == 3, resp.json
+    statuses = {p["id"]: p["status"] for p in client.get("/api/playbooks", headers=h).json["playbooks"]}
+    assert statuses[ids[0]] == "archived"
+    assert client.delete(f"/api/playbooks/{ids[1]}", headers=h).status_code == 200
+    resp = client.put(f"/api/playbooks/{ids[0]}/status", headers=h, json={"status": "active"})
+    assert resp.status_code == 200 and resp.json["status"] == "active"
+    assert client.put(f"/api/playbooks/{ids[2]}/status", headers=h, json={"status": "paused"}).status_code == 200
 
 
 def test_scale_plan_has_no_playbook_limit(client, make_tenant):

@@ -57,7 +57,8 @@ def delete_playbook(call: Call, playbook_id: str):
 
 
 @api.route("PUT", "/api/playbooks/{playbook_id}/status", access="write", body=StatusChange,
-           response=StatusChanged, errors=(404,), summary="Move a playbook to any status")
+           response=StatusChanged, errors=(403, 404),
+           summary="Move a playbook to any status (out of the archive only within the plan's limit)")
 def put_playbook_status(call: Call, playbook_id: str):
     playbook = service.set_status(call.session, playbook_id, call.body.status, now=call.now)
     return StatusChanged(id=playbook.id, status=playbook.status, status_changed_at=playbook.status_changed_at)
