@@ -84,7 +84,13 @@ def doubly_robust(name: str, logs: Iterable[Logged], policy: Distribution, rewar
     est = sum(terms) / n
     var = sum((t - est) ** 2 for t in terms) / (n - 1) / n if n > 1 else 0.0
     half = Z95 * math.sqrt(var)
-    return Estimate(name, min(1.0, max(0.0, est)), (max(0.0, est - half), min(1.0, est + half)), n)
+    # a term may fall outside [0, 1] (a weighted residual): the rate and both bounds are
+    # held within it, so the interval never runs backwards (low above high)
+    return Estimate(name, _rate(est), (_rate(est - half), _rate(est + half)), n)
+
+
+def _rate(value: float) -> float:
+    return min(1.0, max(0.0, value))
 
 
 def chance(policy: Distribution) -> Policy:

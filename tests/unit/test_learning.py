@@ -137,6 +137,18 @@ def test_doubly_robust_recovers_fixed_policies_with_an_interval_no_wider_than_sn
     assert evaluate.doubly_robust("x", logs, evaluate.always("x"), rewards).success_rate is None
 
 
+def test_doubly_robust_interval_stays_within_zero_and_one_in_order():
+    """One success the model thought unlikely, on a rare choice: its term is above 1 (a
+    weighted residual), as seen from `POST /api/decisions/evaluate` with one outcome."""
+    logs = [evaluate.Logged(("a", "b"), "a", 0.5, True, {})]
+    robust = evaluate.doubly_robust("action:a", logs, evaluate.always("a"), lambda d: {"a": 0.9, "b": 0.1})
+    assert robust.success_rate == 1.0
+    assert 0.0 <= robust.ci[0] <= robust.ci[1] <= 1.0, robust
+    low = evaluate.doubly_robust("action:a", [evaluate.Logged(("a", "b"), "a", 0.5, False, {})],
+                                 evaluate.always("a"), lambda d: {"a": 0.1, "b": 0.1})
+    assert low.success_rate == 0.0 and 0.0 <= low.ci[0] <= low.ci[1] <= 1.0, low
+
+
 def test_evaluate_without_a_usable_decision_has_no_estimate():
     assert evaluate.snips("action:x", _uniform_log(10, 1), evaluate.single("x")).success_rate is None
 
