@@ -189,8 +189,13 @@ class Settings(BaseSettings):
         return self.database_url is None or self.cs_secret_key is None
 
     def ensure_data_dir(self) -> None:
+        """Make the data folder; one the checks passed but the system refuses (as root,
+        a place such as /proc, where nothing can be made) is a bad setting all the same."""
         if self.uses_data_dir:
-            self.cs_data_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.cs_data_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise SettingsError(f"CS_DATA_DIR: cannot be made: {exc.strerror or exc}") from None
 
 
 def load_settings(**overrides) -> Settings:

@@ -131,6 +131,20 @@ def test_bad_setting_stops_with_one_line_naming_it(cs, monkeypatch):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("flag", [[], ["--json"]])
+def test_a_data_folder_that_cannot_be_made_is_a_bad_setting(cs, monkeypatch, flag):
+    """/proc lets no one make a folder, root included (whom the access check lets by)."""
+    monkeypatch.setenv("CS_DATA_DIR", "/proc/cs-data-here")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    code, out, err = cs("tenant", "list", *flag)
+    assert code == 2, (out, err)
+    if flag:
+        assert _json(out)["code"] == "bad_setting" and _json(out)["error"].startswith("CS_DATA_DIR:")
+    else:
+        assert err.strip().startswith("error: CS_DATA_DIR:") and len(err.strip().splitlines()) == 1
+
+
 def test_worker_refuses_the_embedded_mode(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("CS_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("DATABASE_URL", raising=False)
