@@ -397,6 +397,17 @@ def cancel(session: Session, *, subject_id: str, kind: str, now: datetime) -> in
     return len(rows)
 
 
+def cancel_to_endpoint(session: Session, tenant_id: str, endpoint_id: str, *, now: datetime) -> int:
+    """Stop the open deliveries to an endpoint that was deleted or answered 410 Gone: their
+    retries would go to a receiver its tenant or its owner has let go (docs/webhooks.md).
+    As with `cancel`, one being attempted right now cannot reopen by its result."""
+    rows = session.scalars(select(Delivery).where(Delivery.tenant_id == tenant_id, Delivery.endpoint_id == endpoint_id,
+                                                  Delivery.status.in_(OPEN))).all()
+    for d in rows:
+        d.status, d.next_attempt_at, d.updated_at = states.CANCELED, None, now
+    return len(rows)
+
+
 def reopen(session: Session, delivery_id: str, now: datetime) -> Delivery:
     """Allow one more attempt now (replay): same id, same body, same event id. A cancelled
     delivery stays so: what it carried was paused or rolled back."""
@@ -404,8 +415,8 @@ def reopen(session: Session, delivery_id: str, now: datetime) -> Delivery:
     if delivery is None:
         raise NotFound("delivery not found")
     if delivery.status not in states.FROM["replay"]:
-        raise InvalidState("this delivery was cancelled (its intervention was paused or rolled back): "
-                           "it is not sent again")
+        raise InvalidState("this delivery was cancelled (its intervention was paused or rolled back, or its "
+                           "endpoint deactivated): it is not sent again")
     delivery.status = states.reopened(delivery.attempts)
     delivery.max_attempts = max(delivery.max_attempts, delivery.attempts + 1)
     delivery.next_attempt_at = now

@@ -118,9 +118,17 @@ def update(session: Session, endpoint_id: str, fields: dict, *, now: datetime,
 
 def deactivate(session: Session, endpoint_id: str, *, now: datetime) -> WebhookEndpoint:
     endpoint = get(session, endpoint_id)
+    if endpoint.active:
+        _stop_sending(session, endpoint, now)
+    return endpoint
+
+
+def _stop_sending(session: Session, endpoint: WebhookEndpoint, now: datetime) -> None:
+    """Deactivated (DELETE, or its receiver's 410): it gets no new delivery, and the ones
+    still to go are cancelled, retries included."""
     endpoint.active = False
     endpoint.updated_at = now
-    return endpoint
+    delivery.cancel_to_endpoint(session, endpoint.tenant_id, endpoint.id, now=now)
 
 
 def fan_out(session: Session, tenant_id: str, events: list[tuple[str, str, dict]], *,
@@ -205,9 +213,8 @@ def on_gone(session: Session, made: Delivery, outcome: Outcome, final: bool) -> 
     stop sending to it."""
     if outcome.status_code == 410 and made.endpoint_id:
         endpoint = session.get(WebhookEndpoint, made.endpoint_id)
-        if endpoint is not None:
-            endpoint.active = False
-            endpoint.updated_at = made.updated_at
+        if endpoint is not None and endpoint.active:
+            _stop_sending(session, endpoint, made.updated_at)
 
 
 def is_gone(outcome: Outcome, final: bool) -> bool:

@@ -329,6 +329,41 @@ def test_410_deactivates_the_endpoint(client, growth, rt, receiver):
     assert endpoint["id"]
 
 
+@pytest.mark.parametrize("how", ["delete", "410"])
+def test_deactivating_an_endpoint_cancels_its_deliveries_still_to_go(client, growth, rt, clock, receiver, how):
+    """A retry due after a DELETE (or after another of its deliveries met a 410) is not
+    sent: the deliveries still open are cancelled, the log says so, a replay refuses them,
+    and the other endpoint's are untouched."""
+    receiver.script = [500, 500, 410] if how == "410" else [500, 500]
+    endpoint = register(client, growth, receiver.url)
+    other = Receiver()
+    try:
+        register(client, growth, other.url)
+        emit(rt, growth), emit(rt, growth)
+        mine = [d for d in deliveries(rt, growth) if d.endpoint_id == endpoint["id"]]
+        assert len(mine) == 2
+        assert [delivery.attempt(rt, d.id) for d in mine] == ["retrying", "retrying"]
+        if how == "delete":
+            assert client.delete(f"/api/webhooks/endpoints/{endpoint['id']}", headers=auth(growth.key)).status_code == 200
+        else:
+            clock.advance(seconds=30)
+            assert delivery.attempt(rt, mine[0].id) == "failed"      # 410: the endpoint is let go
+        clock.advance(minutes=5)
+        with rt.session() as s:
+            due = delivery.due(s, clock.now())
+        assert not {d.id for d in mine} & set(due)
+        assert [delivery.attempt(rt, d.id) for d in mine] == [None, None]
+        assert len(receiver.requests) == (3 if how == "410" else 2)
+        log = client.get(f"/api/webhooks/endpoints/{endpoint['id']}/deliveries", headers=auth(growth.key)).json
+        assert sorted(e["status"] for e in log["deliveries"]) == (
+            ["canceled", "failed"] if how == "410" else ["canceled", "canceled"])
+        replay = client.post(f"/api/webhooks/deliveries/{mine[1].id}/replay", headers=auth(growth.key))
+        assert replay.status_code == 409 and replay.json["code"] == "invalid_state"
+        assert len(due) == 2 and all(delivery.attempt(rt, d) == "delivered" for d in due)   # the other endpoint's
+    finally:
+        other.close()
+
+
 class Recorded(sql.Watching):
     """The SQL the runtime runs while open, each with whether its connection was in
     autocommit (no BEGIN or COMMIT round trip around it)."""
