@@ -181,6 +181,20 @@ def revoke(session: Session, key_id: str, *, now: datetime) -> ApiKey:
     return key
 
 
+def follow_role(session: Session, member_id: str, role: str) -> None:
+    """A member's own keys carry the member's role (authentication reads the member's; the
+    stored one is what key lists show, so they follow a role change too)."""
+    for key in session.scalars(select(ApiKey).where(ApiKey.member_id == member_id, ApiKey.revoked_at.is_(None))):
+        key.role = role
+
+
+def revoke_keys_of(session: Session, member_id: str, *, now: datetime) -> None:
+    """Revoke a removed member's own keys: authentication refuses them already (it checks
+    the member), and key lists then show them revoked instead of active."""
+    for key in session.scalars(select(ApiKey).where(ApiKey.member_id == member_id, ApiKey.revoked_at.is_(None))):
+        key.revoked_at = now
+
+
 def revoke_minted_by(session: Session, member_id: str, *, now: datetime) -> int:
     """Revoke the keys a member minted, and those minted in turn by these keys (a removed
     member keeps no way in through a key made with one of theirs). Returns how many."""

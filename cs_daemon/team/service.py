@@ -129,6 +129,7 @@ def change_role(session: Session, member_id: str, role: str) -> Member:
     if member.role == "admin" and role != "admin" and _admins(session) <= 1:
         raise ValidationFailed("the last admin cannot be demoted", [{"field": "role", "message": "last admin"}])
     member.role = role
+    auth.follow_role(session, member.id, role)   # their keys show the role they now act with
     return member
 
 
@@ -139,6 +140,7 @@ def remove(session: Session, member_id: str, *, caller_member_id: str | None, no
     if member.role == "admin" and _admins(session) <= 1:
         raise ValidationFailed("the last admin cannot be removed", [{"field": "memberId", "message": "last admin"}])
     member.removed_at = now    # their keys stop working (authentication checks the member)
+    auth.revoke_keys_of(session, member.id, now=now)     # and are listed as revoked
     auth.revoke_minted_by(session, member.id, now=now)   # and so do the keys they minted
     return member
 

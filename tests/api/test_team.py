@@ -33,8 +33,12 @@ def test_invite_accept_and_the_new_key_follows_its_role(client, tenant):
     resp = client.put(f"/api/team/members/{ed['id']}/role", headers=auth(tenant.key), json={"role": "admin"})
     assert resp.json["member"]["role"] == "admin"
     assert client.put("/api/settings/kill-switch", headers=auth(key), json={"active": False}).status_code == 200
+    [listed] = [k for k in client.get("/api/settings", headers=auth(tenant.key)).json["api_keys"]
+                if k["label"] == "personal key of ed@acme.example"]
+    assert listed["role"] == "admin" and listed["revoked_at"] is None    # the list shows the role it acts with
     assert client.delete(f"/api/team/members/{ed['id']}", headers=auth(tenant.key)).json == {"removed": True}
     assert client.get("/api/settings", headers=auth(key)).status_code == 401
+    assert listed["id"] not in {k["id"] for k in client.get("/api/settings", headers=auth(tenant.key)).json["api_keys"]}
     assert client.get("/api/team/invitations", headers=auth(tenant.key)).json["invitations"] == []
 
 
