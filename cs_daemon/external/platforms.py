@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..errors import NotFound, ValidationFailed
+from ..errors import Conflict, NotFound, ValidationFailed
 from ..partners import integrations
 from . import credentials as credentials_
 from . import service
@@ -78,6 +78,11 @@ def connect(session: Session, tenant_id: str, platform_id: str, credentials: dic
     if missing:
         raise ValidationFailed(f"missing credentials: {', '.join(missing)}",
                                [{"field": f"credentials.{f}", "message": "is required"} for f in missing])
+    taken = [spec["name"] for spec in template.action_types
+             if (other := service.find_type(session, spec["name"])) is not None and other.platform_id != template.id]
+    if taken:   # another's type of that name stays as it is: refused before anything changes
+        raise Conflict(f"action types named {', '.join(map(repr, taken))} exist and are not {template.id}'s: "
+                       "rename or delete them first")
     conn = credentials_.connection(session, platform_id) or PlatformConnection(
         tenant_id=tenant_id, platform_id=platform_id, credentials_enc="")
     credentials_.store(conn, credentials, secret_key=secret_key)

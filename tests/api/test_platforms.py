@@ -100,6 +100,25 @@ def test_disconnect_deactivates_exactly_the_templates_types(client, tenant):
                       **{name: True for name in team_chat}}
 
 
+def test_connect_leaves_a_tenants_own_type_of_the_same_name_alone(client, tenant):
+    """The template's award_points would have taken over the tenant's own one (its URL,
+    schema and provider), and disconnect would then have deactivated it."""
+    h = auth(tenant.key)
+    mine = client.post("/api/external/action-types", headers=h, json={
+        "name": "award_points", "description": "ours", "provider": "loyaltyco", "parameters_schema": {},
+        "delivery_webhook": "http://127.0.0.1:9/points"}).json["action_type"]
+    resp = client.post("/api/external/platforms/loyalty/connect", headers=h,
+                       json={"credentials": {"base_url": "http://127.0.0.1:9/loyal", "api_key": "k"}})
+    assert resp.status_code == 409 and resp.json["code"] == "conflict" and "'award_points'" in resp.json["error"]
+    [kept] = [t for t in client.get("/api/external/action-types", headers=h).json["action_types"]
+              if t["name"] == "award_points"]
+    assert (kept["id"], kept["provider"], kept["description"], kept["active"]) == (mine["id"], "loyaltyco", "ours", True)
+    platform = [p for p in client.get("/api/external/platforms", headers=h).json["platforms"] if p["id"] == "loyalty"]
+    assert platform[0]["connected"] is False      # nothing of the connect stayed
+    assert {t["name"] for t in client.get("/api/external/action-types", headers=h).json["action_types"]} == {
+        "award_points"}
+
+
 # -- credentials are filled in at dispatch time, and shown nowhere ---------------------------
 
 TOKEN = "xoxb-7c1f9e0b-team-chat-secret"
