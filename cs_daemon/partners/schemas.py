@@ -7,6 +7,7 @@ from pydantic import EmailStr, Field, StrictBool, field_validator, model_validat
 
 from ..external.schemas import NAME_RE
 from ..schemas import Wire
+from ..tenants.schemas import TenantPublic
 
 PlanTier = Literal["trial", "starter", "growth", "scale"]
 
@@ -39,8 +40,22 @@ class CustomerPublic(Wire):
                    created_at=tenant.created_at)
 
 
+class ProvisionedTenant(TenantPublic):
+    """The new tenant as the interface's Tenant object, with the customer list's
+    `tenant_id` and `tracked_users` beside it (docs/partners.md)."""
+
+    tenant_id: str
+    tracked_users: int
+
+    @classmethod
+    def of(cls, tenant, config: dict | None) -> "ProvisionedTenant":
+        """`config` as settings show it (tenants.service.shown_config: no secret)."""
+        return cls.model_validate({**TenantPublic.model_validate(tenant).model_dump(), "config": config,
+                                   "tenant_id": tenant.id, "tracked_users": tenant.tracked_users})
+
+
 class CustomerProvisioned(Wire):
-    tenant: CustomerPublic
+    tenant: ProvisionedTenant
     api_key: str = Field(description="The new tenant's admin `full` key; shown once")
 
 

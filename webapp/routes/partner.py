@@ -6,9 +6,10 @@ from __future__ import annotations
 from cs_daemon.partners import integrations, service
 from cs_daemon.partners.schemas import (
     CustomerCreate, CustomerList, CustomerProvisioned, CustomerPublic, CustomerResponse, IntegrationCreate,
-    IntegrationList, IntegrationPublic, IntegrationResponse, OverallStatsResponse, ShareBody, Shared,
-    StatsResponse,
+    IntegrationList, IntegrationPublic, IntegrationResponse, OverallStatsResponse, ProvisionedTenant, ShareBody,
+    Shared, StatsResponse,
 )
+from cs_daemon.tenants import service as tenants
 
 from ..api import Api, Call
 
@@ -22,7 +23,8 @@ def provision_customer(call: Call):
     data: CustomerCreate = call.body
     made = service.provision(call.session, call.tenant_id, name=data.name, owner_email=str(data.owner_email),
                              plan_tier=data.plan_tier, now=call.now)
-    return CustomerProvisioned(tenant=CustomerPublic.of(made.tenant), api_key=made.key.secret)
+    return CustomerProvisioned(tenant=ProvisionedTenant.of(made.tenant, tenants.shown_config(made.tenant)),
+                               api_key=made.key.secret)
 
 
 @api.route("GET", "/api/partner/customers", access="partner", response=CustomerList,
