@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import signal
+import socket
 import threading
 
 import typer
@@ -50,12 +52,26 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(run_workers(rt.settings, processes, threads))
 
 
+def _port_free(host: str, port: int) -> None:
+    """One clear line when the port is taken (werkzeug prints two and exits), before the
+    worker or anything else starts."""
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise Failure(f"{host}:{port} is in use by another program: stop it, or choose another --port",
+                          "usage") from None
+        raise Failure(f"{host}:{port} cannot be opened ({exc.strerror}): choose another --host or --port",
+                      "usage") from None
+
+
 def serve_embedded(rt: Runtime, host: str, port: int, demo: bool) -> None:
     # start-up cost: the web app (Flask and every route) is loaded only by the command that serves
     from werkzeug.serving import make_server
     from webapp import create_app
     from webapp.stream_handoff import RequestHandler
 
+    _port_free(host, port)
     demo_key = _demo_tenant(rt) if demo else None
     app = create_app(runtime=rt)
     rt.start_worker()

@@ -145,6 +145,19 @@ def test_a_data_folder_that_cannot_be_made_is_a_bad_setting(cs, monkeypatch, fla
         assert err.strip().startswith("error: CS_DATA_DIR:") and len(err.strip().splitlines()) == 1
 
 
+def test_serve_on_a_port_in_use_is_one_line_and_starts_nothing(cs, monkeypatch, tmp_path):
+    import socket
+
+    monkeypatch.setenv("CS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        code, out, err = cs("serve", "--port", str(port))
+    assert code == 1 and out == "", out
+    assert err.strip() == f"error: 127.0.0.1:{port} is in use by another program: stop it, or choose another --port"
+
+
 def test_worker_refuses_the_embedded_mode(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("CS_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("DATABASE_URL", raising=False)
