@@ -47,6 +47,7 @@ class Status(str, Enum):
     retrying = "retrying"
     delivered = "delivered"
     failed = "failed"
+    canceled = "canceled"
 
 
 def parse_since(value: str) -> timedelta:

@@ -5,7 +5,7 @@ delivery log, the health check and the CLI name.
     pending ──attempt ok──────────▶ delivered
     pending/retrying ──attempt failed, tries left──▶ retrying
     pending/retrying ──permanent or last failure──▶ failed
-    pending/retrying ──its intervention paused or rolled back──▶ canceled
+    pending/retrying ──its intervention paused or rolled back, its endpoint let go──▶ canceled
     pending/retrying/delivered/failed ──replay──▶ pending (never attempted) or retrying
 
 Each change from an open status is a conditional write (the row is still open, and, for
@@ -18,7 +18,7 @@ PENDING = "pending"        # written, never attempted
 RETRYING = "retrying"      # attempted, failed, tries left: `next_attempt_at` says when
 DELIVERED = "delivered"
 FAILED = "failed"          # for good: a permanent failure, or the last try
-CANCELED = "canceled"      # what it carried was paused or rolled back
+CANCELED = "canceled"      # what it carried was paused or rolled back, or its endpoint deactivated
 STATUSES = (PENDING, RETRYING, DELIVERED, FAILED, CANCELED)
 OPEN = (PENDING, RETRYING)  # may still be attempted
 

@@ -105,5 +105,5 @@ class DeliveryResponse(Wire):
 
 
 class DeliveryQuery(Wire):
-    status: Literal["pending", "retrying", "delivered", "failed"] | None = None
+    status: Literal["pending", "retrying", "delivered", "failed", "canceled"] | None = None
     limit: int = Field(100, ge=1, le=1000)

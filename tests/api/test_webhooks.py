@@ -357,6 +357,9 @@ def test_deactivating_an_endpoint_cancels_its_deliveries_still_to_go(client, gro
         log = client.get(f"/api/webhooks/endpoints/{endpoint['id']}/deliveries", headers=auth(growth.key)).json
         assert sorted(e["status"] for e in log["deliveries"]) == (
             ["canceled", "failed"] if how == "410" else ["canceled", "canceled"])
+        only = client.get(f"/api/webhooks/endpoints/{endpoint['id']}/deliveries?status=canceled",
+                          headers=auth(growth.key)).json["deliveries"]
+        assert [e["status"] for e in only] == ["canceled"] * (1 if how == "410" else 2)
         replay = client.post(f"/api/webhooks/deliveries/{mine[1].id}/replay", headers=auth(growth.key))
         assert replay.status_code == 409 and replay.json["code"] == "invalid_state"
         assert len(due) == 2 and all(delivery.attempt(rt, d) == "delivered" for d in due)   # the other endpoint's
