@@ -147,7 +147,7 @@ def _view(ep: Endpoint) -> Callable:
             if ep.body is not None:
                 raw = request.get_data(cache=False)
                 call.body = (ep.quick_json and ep.quick_json(raw)) or _read_body(ep, raw)
-            elif ep.payload is None and ep.method != "GET":
+            elif ep.payload is None and ep.method != "GET" and request.is_json:
                 _unread_body(request.get_data(cache=False))
             result = ep.handler(call, **path_params)
         return render(result, ep.status)
@@ -216,8 +216,9 @@ def _read_body(ep: Endpoint, raw: bytes) -> Any:
 
 
 def _unread_body(raw: bytes) -> None:
-    """A body sent to an endpoint that reads none (approve, pause, ...) must still be JSON:
-    malformed, it is a 400 as anywhere, before anything changes (docs/api.md, Errors)."""
+    """A JSON body sent to an endpoint that reads none (approve, pause, ...) must still be
+    JSON: malformed, it is a 400 as anywhere, before anything changes (docs/api.md,
+    Errors). Another kind of body is not read (the one-click unsubscribe's form post)."""
     if raw.strip():
         json_body(raw)
 
