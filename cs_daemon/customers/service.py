@@ -181,7 +181,7 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
         if not rows:
             snapshots.prune(session, now=now)
             return done
-        _store_ended_days(session, rows, now=now)
+        store_ended_days(session, rows, now=now)
         changes: dict[str, list] = {}
         for customer in rows:
             if customer.tenant_id not in configs:
@@ -201,7 +201,7 @@ def sweep(session: Session, *, now: datetime, batch: int = SWEEP_BATCH) -> int:
             return done
 
 
-def _store_ended_days(session: Session, customers: list[Customer], *, now: datetime) -> None:
+def store_ended_days(session: Session, customers: list[Customer], *, now: datetime) -> None:
     """The score snapshots of the users whose last scored day is over, read from their
     rows before the re-score changes them (customers/snapshots.py)."""
     by_tenant: dict[str, list[Customer]] = {}

@@ -27,4 +27,7 @@ class Tenant(SQLModel, table=True):
     stripe_customer_id: str | None = Field(default=None, max_length=255, unique=True, index=True)  # the billing account
     # config.crm_webhook_secret, encrypted (crypto.py); never shown, only whether it is set
     crm_webhook_secret_enc: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # config.milestones changed and the users' milestones are not re-read yet (the score
+    # sweep does it: customers/milestones.py)
+    milestones_changed_at: datetime | None = time_field()
     created_at: datetime = time_field(nullable=False)

@@ -180,8 +180,15 @@ def update_settings(
         if secret is not None and secret_key is None:
             raise RuntimeError("storing the CRM secret needs the secret key")
         tenant.crm_webhook_secret_enc = crypto.encrypt(secret_key, secret) if secret is not None else None
+    if _milestones(merged) != _milestones(tenant.config):
+        tenant.milestones_changed_at = now   # the score sweep re-reads every user's (customers/milestones.py)
     tenant.config = merged
     return tenant
+
+
+def _milestones(config: dict | None) -> set:
+    value = (config or {}).get("milestones")
+    return set(value) if isinstance(value, list) else set()
 
 
 def _check_crm_url(url: str, *, allow_private: bool) -> None:
