@@ -60,3 +60,15 @@ def test_escalations_list(cs, tenant, client):
     assert json.loads(out) == {"escalations": []}
     code, out, _ = cs("escalations", "list", "--tenant", tenant.id)
     assert code == 0 and "High" in out and "open" in out
+
+
+def test_a_flag_needs_a_reason_as_the_api_says(cs, tenant, client):
+    iv = _planned(client, tenant)
+    code, out, _ = cs("interventions", "flag", iv, "--reason", "", "--json")
+    assert code == 1 and json.loads(out)["code"] == "validation_failed" and "reason" in json.loads(out)["error"]
+    resp = client.put(f"/api/interventions/{iv}/flag", headers=auth(tenant.key), json={"reason": ""})
+    assert resp.status_code == 400
+    [item] = client.get("/api/interventions", headers=auth(tenant.key)).json["interventions"]
+    assert item["flagged"] is False                              # neither way flagged it
+    code, out, _ = cs("interventions", "flag", iv, "--reason", "tone", "--json")
+    assert code == 0 and json.loads(out)["flagged"] is True
