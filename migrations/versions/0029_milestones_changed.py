@@ -21,10 +21,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('tenants', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('milestones_changed_at', sa.DateTime(timezone=True), nullable=True))
+    op.add_column('tenants', sa.Column('milestones_changed_at', sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('tenants', schema=None) as batch_op:
-        batch_op.drop_column('milestones_changed_at')
+    # a plain ALTER TABLE (SQLite has one since 3.35): a batch would copy `tenants` into a
+    # new table, and dropping the old one fails while other tables' foreign keys name it
+    op.drop_column('tenants', 'milestones_changed_at')
