@@ -72,7 +72,10 @@ def _template(session: Session, platform_id: str) -> Template:
 
 
 def connect(session: Session, tenant_id: str, platform_id: str, credentials: dict, *, now: datetime,
-            secret_key: str, allow_private: bool) -> dict:
+            secret_key: str, allow_private: bool) -> tuple[dict, dict[str, str]]:
+    """The platform as listed, and the `webhook_secret` of each action type this connect
+    registered (shown this once, as a registration shows it; a type kept from an earlier
+    connect keeps its secret, not shown again)."""
     template = _template(session, platform_id)
     missing = [f for f in template.credential_fields if not isinstance(credentials.get(f), str) or not credentials[f]]
     if missing:
@@ -88,19 +91,21 @@ def connect(session: Session, tenant_id: str, platform_id: str, credentials: dic
     credentials_.store(conn, credentials, secret_key=secret_key)
     conn.connected, conn.connected_at, conn.disconnected_at = True, now, None
     session.add(conn)
+    secrets: dict[str, str] = {}
     for spec in template.action_types:
         # the URL stays the template's: the credentials fill it at dispatch, not here
         fields = {**spec, "provider": template.id, "domain": template.domain}
         existing = service.find_type(session, fields["name"])
         if existing is None:
-            service.create_type(session, tenant_id, fields, now=now, secret_key=secret_key,
-                                allow_private=allow_private, platform_id=template.id, credentials=credentials)
+            _, secrets[fields["name"]] = service.create_type(
+                session, tenant_id, fields, now=now, secret_key=secret_key, allow_private=allow_private,
+                platform_id=template.id, credentials=credentials)
         else:
             service.update_type(session, existing.id, fields, now=now, allow_private=allow_private,
                                 credentials=credentials)
             existing.active, existing.platform_id = True, template.id
     session.flush()
-    return describe(session, template)
+    return describe(session, template), secrets
 
 
 def disconnect(session: Session, platform_id: str, *, now: datetime) -> dict:

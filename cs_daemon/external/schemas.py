@@ -188,5 +188,12 @@ class PlatformResponse(Wire):
     platform: Platform
 
 
+class PlatformConnected(Wire):
+    platform: Platform
+    webhook_secrets: dict[str, str] = Field(
+        default_factory=dict, description="Extension: the signing secret of each action type this connect "
+                                          "registered, by name; shown once (a reconnect keeps and hides them)")
+
+
 class ConnectBody(Wire):
     credentials: dict[str, Any] = Field(default_factory=dict)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 import pytest
 
 from cs_daemon.config import Settings
@@ -124,11 +127,13 @@ def test_connect_leaves_a_tenants_own_type_of_the_same_name_alone(client, tenant
 TOKEN = "xoxb-7c1f9e0b-team-chat-secret"
 
 
-def _connect_team_chat(client, tenant, receiver) -> str:
+def _connect_team_chat(client, tenant, receiver, secrets: dict | None = None) -> str:
     secret_url = f"{receiver.url}/T0/B0/{TOKEN}"       # a chat webhook URL is itself the credential
     resp = client.post("/api/external/platforms/team_chat/connect", headers=auth(tenant.key),
                        json={"credentials": {"webhook_url": secret_url}})
     assert resp.status_code == 200, resp.json
+    if secrets is not None:
+        secrets.update(resp.json["webhook_secrets"])
     return secret_url
 
 
@@ -156,7 +161,12 @@ def test_platform_credentials_are_filled_at_dispatch_and_appear_nowhere(client, 
                                                                         receiver, caplog):
     caplog.set_level("DEBUG")
     h = auth(tenant.key)
-    secret_url = _connect_team_chat(client, tenant, receiver)
+    signing: dict = {}
+    secret_url = _connect_team_chat(client, tenant, receiver, signing)
+    assert set(signing) == {"post_message"} and len(signing["post_message"]) == 64   # shown this once
+    again = client.post("/api/external/platforms/team_chat/connect", headers=h,
+                        json={"credentials": {"webhook_url": secret_url}})
+    assert again.status_code == 200 and again.json["webhook_secrets"] == {}          # kept, not shown again
     [listed] = client.get("/api/external/action-types", headers=h).json["action_types"]
     assert listed["delivery_webhook"] == "{webhook_url}"
     receiver.script = [("redirect", secret_url), 200]       # the first answer names the URL back
@@ -165,6 +175,9 @@ def test_platform_credentials_are_filled_at_dispatch_and_appear_nowhere(client, 
     clock.advance(seconds=30)
     assert _run_dispatches(rt, tenant) == ["delivered"]
     assert [r.path for r in receiver.requests] == [f"/hook/T0/B0/{TOKEN}"] * 2    # filled when sent
+    sent = receiver.requests[-1]                          # the tenant can check the signature with it
+    assert sent.headers["X-Service-Signature"] == hmac.new(signing["post_message"].encode(), sent.body,
+                                                           hashlib.sha256).hexdigest()
     reads = ["/api/external/action-types", "/api/external/platforms", "/api/external/actions?user_id=u1",
              "/api/settings"]
     for path in reads:

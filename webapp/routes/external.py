@@ -9,7 +9,7 @@ from cs_daemon.external.schemas import (
     Accepted, ActionCreate, ActionList, ActionPublic, ActionQuery, ActionResponse, ActionTypeCreate,
     ActionTypeCreated, ActionTypeCreatedResponse, ActionTypeFields, ActionTypeList, ActionTypePublic,
     ActionTypeQuery, ActionTypeResponse, ConnectBody, CustomEvent, CustomEventBatch, CustomEventResult, Deactivated,
-    OutcomeRecorded, OutcomeReport, PlatformList, PlatformResponse,
+    OutcomeRecorded, OutcomeReport, PlatformConnected, PlatformList, PlatformResponse,
 )
 from cs_daemon.flows import custom_events
 
@@ -122,12 +122,13 @@ def get_platforms(call: Call):
 
 
 @api.route("POST", "/api/external/platforms/{platform_id}/connect", access="admin", body=ConnectBody,
-           response=PlatformResponse, errors=(404,),
+           response=PlatformConnected, errors=(404, 409),
            summary="Connect a platform: its action types are registered with these credentials")
 def post_platform_connect(call: Call, platform_id: str):
-    made = platforms.connect(call.session, call.tenant_id, platform_id, call.body.credentials, now=call.now,
-                             secret_key=call.rt.settings.secret_key, allow_private=_allow_private(call))
-    return PlatformResponse(platform=made)
+    made, secrets = platforms.connect(call.session, call.tenant_id, platform_id, call.body.credentials,
+                                      now=call.now, secret_key=call.rt.settings.secret_key,
+                                      allow_private=_allow_private(call))
+    return PlatformConnected(platform=made, webhook_secrets=secrets)
 
 
 @api.route("POST", "/api/external/platforms/{platform_id}/disconnect", access="admin", response=PlatformResponse,
