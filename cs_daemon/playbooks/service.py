@@ -156,7 +156,10 @@ def set_status(session: Session, playbook_id: str, status: str, *, now: datetime
     against the plan again (docs/playbooks.md)."""
     playbook = get(session, playbook_id)
     if playbook.status == "archived" and status != "archived":
-        _room_for_one_more(session, playbook.tenant_id)
+        tenants.locked_for_limits(session, playbook.tenant_id)
+        session.refresh(playbook)          # read again under the lock: a racing request may have done it
+        if playbook.status == "archived":
+            _room_for_one_more(session, playbook.tenant_id)
     playbook.status = status
     playbook.status_changed_at = now
     playbook.updated_at = now

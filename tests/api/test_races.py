@@ -654,3 +654,22 @@ def test_concurrent_batches_over_shared_new_and_old_users_all_land_once(make_ten
         tracked = s.get(Tenant, tenant.id).tracked_users
     assert counts == sent
     assert tracked == len(sent)
+
+
+def test_concurrent_unarchives_at_the_plan_limit_take_the_last_place_once(client, make_tenant, rt, server):
+    """A trial tenant (3 playbooks) with 2 live and 2 archived: half the racers take one
+    archived playbook out, half the other; one playbook comes back (every request for it
+    answers 200, including those that find it done), the other stays archived (403)."""
+    tenant = make_tenant("Trial", plan_tier="trial")
+    h = auth(tenant.key)
+    ids = [client.post("/api/playbooks", headers=h, json={"name": f"p{i}"}).json["id"] for i in range(3)]
+    for pid in ids[1:]:
+        assert client.delete(f"/api/playbooks/{pid}", headers=h).status_code == 200
+    assert client.post("/api/playbooks", headers=h, json={"name": "p3"}).status_code == 201   # 2 live, 2 archived
+    wanted = [ids[1], ids[2]]
+    answers = at_once(RACERS, lambda i: _put(server, tenant, f"/api/playbooks/{wanted[i % 2]}/status",
+                                             {"status": "active"}), row_gate(rt, "tenants", "id", tenant.id))
+    by_playbook = {pid: {a.status_code for i, a in enumerate(answers) if wanted[i % 2] == pid} for pid in wanted}
+    assert sorted(map(tuple, map(sorted, by_playbook.values()))) == [(200,), (403,)], [a.text for a in answers]
+    statuses_now = {p["id"]: p["status"] for p in client.get("/api/playbooks", headers=h).json["playbooks"]}
+    assert sum(1 for s in statuses_now.values() if s != "archived") == 3
