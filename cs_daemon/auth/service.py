@@ -184,15 +184,19 @@ def revoke(session: Session, key_id: str, *, now: datetime) -> ApiKey:
 def follow_role(session: Session, member_id: str, role: str) -> None:
     """A member's own keys carry the member's role (authentication reads the member's; the
     stored one is what key lists show, so they follow a role change too)."""
-    for key in session.scalars(select(ApiKey).where(ApiKey.member_id == member_id, ApiKey.revoked_at.is_(None))):
+    for key in _own_keys(session, member_id):
         key.role = role
 
 
 def revoke_keys_of(session: Session, member_id: str, *, now: datetime) -> None:
     """Revoke a removed member's own keys: authentication refuses them already (it checks
     the member), and key lists then show them revoked instead of active."""
-    for key in session.scalars(select(ApiKey).where(ApiKey.member_id == member_id, ApiKey.revoked_at.is_(None))):
+    for key in _own_keys(session, member_id):
         key.revoked_at = now
+
+
+def _own_keys(session: Session, member_id: str) -> list[ApiKey]:
+    return list(session.scalars(select(ApiKey).where(ApiKey.member_id == member_id, ApiKey.revoked_at.is_(None))))
 
 
 def revoke_minted_by(session: Session, member_id: str, *, now: datetime) -> int:
