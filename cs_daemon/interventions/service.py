@@ -112,7 +112,7 @@ def edit_message(session: Session, intervention_id: str, message_body: str, *, n
 
 def flag(session: Session, intervention_id: str, reason: str, *, now: datetime) -> Intervention:
     if not 1 <= len(reason) <= 2000:   # as FlagBody says, for the callers that build none (cs)
-        raise ValidationFailed("invalid body: reason: must be 1 to 2000 characters",
+        raise ValidationFailed("the reason must be 1 to 2000 characters",
                                [{"field": "reason", "message": "must be 1 to 2000 characters"}])
     iv = session.get(Intervention, intervention_id)
     if iv is None:
