@@ -94,7 +94,8 @@ def connect(session: Session, tenant_id: str, platform_id: str, credentials: dic
     secrets: dict[str, str] = {}
     for spec in template.action_types:
         # the URL stays the template's: the credentials fill it at dispatch, not here
-        fields = {**spec, "provider": template.id, "domain": template.domain}
+        fields = {**spec, "provider": spec.get("provider") or template.id,
+                  "domain": spec.get("domain") or template.domain}
         existing = service.find_type(session, fields["name"])
         if existing is None:
             _, secrets[fields["name"]] = service.create_type(

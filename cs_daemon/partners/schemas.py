@@ -90,10 +90,13 @@ class OverallStatsResponse(Wire):
 class IntegrationActionType(Wire):
     """An action type of an integration: the create fields of an action type (decisions
     §10) less the secret, which each tenant gets when it connects. `provider` and
-    `domain` come from the integration, as for the built-in templates."""
+    `domain`, when not given, come from the integration (its id and its domain), as for
+    the built-in templates."""
 
     name: str = Field(min_length=1, max_length=100)
     description: str = Field(min_length=1, max_length=5000)
+    provider: str | None = Field(None, min_length=1, max_length=100)
+    domain: str | None = Field(None, min_length=1, max_length=100)
     parameters_schema: dict[str, Any]
     delivery_webhook: str = Field(min_length=1, max_length=2000,
                                   description="URL; may hold {credential_field} placeholders")

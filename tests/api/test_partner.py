@@ -184,7 +184,7 @@ def register(client, key, name, webhook, **extra):
             "action_types": [
                 {"name": "award_points", "description": "Award points.", "parameters_schema": SCHEMA,
                  "delivery_webhook": "{base_url}/hooks/award", "estimated_cost_usd": "0.02"},
-                {"name": "send_badge", "description": "Send a badge.",
+                {"name": "send_badge", "description": "Send a badge.", "provider": "badgeworks",
                  "parameters_schema": {"type": "object"}, "delivery_webhook": webhook},
             ], **extra}
     resp = client.post("/api/partner/integrations", headers=auth(key), json=body)
@@ -203,6 +203,7 @@ def test_a_shared_integration_is_listed_for_the_chosen_tenants_and_connects(clie
     made = register(client, key, "Points Hub", receiver.url + "/badge")
     assert made["shared_with"] == [] and made["credential_fields"] == ["base_url", "account"]
     assert [a["name"] for a in made["action_types"]] == ["award_points", "send_badge"]
+    assert [(a["provider"], a["domain"]) for a in made["action_types"]] == [(None, None), ("badgeworks", None)]
     one, two, three = (provision(client, key, n) for n in ("One", "Two", "Three"))
     ids = [c["tenant"]["tenant_id"] for c in (one, two, three)]
     share = f"/api/partner/integrations/{made['id']}/share"
@@ -235,10 +236,11 @@ def test_a_shared_integration_is_listed_for_the_chosen_tenants_and_connects(clie
     resp = client.post(f"/api/external/platforms/{made['id']}/connect", headers=h1, json=creds)
     assert resp.status_code == 200, resp.json
     assert resp.json["platform"]["connected"] is True and resp.json["platform"]["connected_at"]
-    types = client.get(f"/api/external/action-types?provider={made['id']}", headers=h1).json["action_types"]
-    assert {(t["name"], t["delivery_webhook"], t["domain"], t["active"]) for t in types} == {
-        ("award_points", "{base_url}/hooks/award", "loyalty", True),   # filled at dispatch
-        ("send_badge", receiver.url + "/badge", "loyalty", True)}
+    types = [t for t in client.get("/api/external/action-types", headers=h1).json["action_types"]
+             if t["name"] != "own_type"]
+    assert {(t["name"], t["provider"], t["delivery_webhook"], t["domain"], t["active"]) for t in types} == {
+        ("award_points", made["id"], "{base_url}/hooks/award", "loyalty", True),   # filled at dispatch
+        ("send_badge", "badgeworks", receiver.url + "/badge", "loyalty", True)}   # its own provider
     with rt.session(ids[0]) as s:
         [conn] = s.scalars(select(PlatformConnection)).all()
         assert "acct-1" not in conn.credentials_enc
