@@ -103,6 +103,8 @@ class EscalationPublic(Wire):
     handled_by: str | None
     outcome: str | None
     created_at: datetime | None
+    flagged: bool | None
+    flag_reason: str | None
     test: bool
 
     @classmethod
@@ -110,7 +112,7 @@ class EscalationPublic(Wire):
         return cls(id=iv.id, user_id=iv.user_id, playbook_id=iv.playbook_id, status=iv.status,
                    severity=iv.severity, reasoning=iv.reasoning or iv.reason, suggested_action=iv.suggested_action,
                    action_taken=iv.action_taken, handled_by=iv.handled_by, outcome=iv.outcome,
-                   created_at=iv.planned_at, test=iv.test)
+                   created_at=iv.planned_at, flagged=iv.flagged, flag_reason=iv.flag_reason, test=iv.test)
 
 
 class EscalationList(Wire):

@@ -248,6 +248,14 @@ def test_escalations_open_handle_and_delegate(client, world, rt, receiver):
     client.put(f"/api/escalations/{esc2}/handle", headers=auth(key_only), json={"action_taken": "x"})
     handled = [e for e in client.get("/api/escalations", headers=h).json["escalations"] if e["id"] == esc2][0]
     assert handled["handled_by"].startswith("key:")
+    # the list filters by status as the interventions' does, and shows a flag put on an escalation
+    assert client.put(f"/api/interventions/{esc}/flag", headers=h, json={"reason": "check the call"}).status_code == 200
+    assert {e["id"] for e in client.get("/api/escalations?status=handled", headers=h).json["escalations"]} == {esc, esc2}
+    assert client.get("/api/escalations?status=open", headers=h).json["escalations"] == []
+    resp = client.get("/api/escalations?status=planned", headers=h)
+    assert resp.status_code == 400 and resp.json["details"][0]["field"] == "status"
+    flagged = {e["id"]: (e["flagged"], e["flag_reason"]) for e in client.get("/api/escalations", headers=h).json["escalations"]}
+    assert flagged == {esc: (True, "check the call"), esc2: (False, None)}
 
 
 def test_engine_full_auto_decisions_enter_the_pipeline(client, world, rt, receiver):

@@ -7,7 +7,7 @@ from cs_daemon.decisions.schemas import TraceResponse
 from cs_daemon.interventions import service
 from cs_daemon.interventions.schemas import (
     DelegateBody, EscalationCreate, EscalationList, EscalationPublic, FlagBody, Flagged, HandleBody, IdStatus,
-    InterventionCreate, InterventionCreated, InterventionList, InterventionPublic, InterventionQuery, ListQuery,
+    InterventionCreate, InterventionCreated, InterventionList, InterventionPublic, InterventionQuery,
     MessageEdit,
     MessageEdited, RejectBody, RollbackBody,
 )
@@ -83,10 +83,10 @@ def put_flag(call: Call, intervention_id: str):
     return Flagged(id=iv.id, flagged=iv.flagged)
 
 
-@api.route("GET", "/api/escalations", access="read", query=ListQuery, response=EscalationList,
-           summary="Escalations, newest first (limit 1..200, default 50)")
+@api.route("GET", "/api/escalations", access="read", query=InterventionQuery, response=EscalationList,
+           summary="Escalations, newest first (limit 1..200, default 50; status filters)")
 def get_escalations(call: Call):
-    rows = service.list_recent(call.session, limit=call.query.limit, escalations=True)
+    rows = service.list_recent(call.session, limit=call.query.limit, escalations=True, status=call.query.status)
     return EscalationList(escalations=[EscalationPublic.of(iv) for iv in rows])
 
 
