@@ -39,6 +39,8 @@ DEFAULT_EVENT_LOG_RETENTION_DAYS = 30
 MAX_EVENT_NAMES = 100
 # derived when shown, never stored (docs/tenant-config.md, "The CRM channel")
 SHOWN_ONLY = frozenset({"crm_webhook_secret_set"})
+# set by their own endpoint only, never by PATCH /api/settings (docs/tenant-config.md)
+SET_BY_ENDPOINT = {"shadow_mode_expires_at": "PUT /api/settings/shadow-mode"}
 
 
 def _aware_datetime(value: str) -> str:

@@ -159,6 +159,7 @@ def update_settings(
         tenant.name = name
     incoming = {k: v for k, v in (config or {}).items() if k not in tenant_config.SHOWN_ONLY}
     merged = dict(tenant.config or {})
+    _refuse_own_endpoint_keys(incoming, merged)
     for key, value in incoming.items():
         if value is None:
             merged.pop(key, None)
@@ -184,6 +185,16 @@ def update_settings(
         tenant.milestones_changed_at = now   # the score sweep re-reads every user's (customers/milestones.py)
     tenant.config = merged
     return tenant
+
+
+def _refuse_own_endpoint_keys(incoming: dict, stored: dict) -> None:
+    """A config key that its own endpoint sets (shadow mode's end, admin only and 72 hours
+    after it was turned on) is not changed through PATCH: sent as stored it is a no-op,
+    otherwise 400 (docs/tenant-config.md)."""
+    for key, endpoint in tenant_config.SET_BY_ENDPOINT.items():
+        if key in incoming and incoming[key] != stored.get(key):
+            raise ValidationFailed(f"invalid settings: config.{key} is set by {endpoint}",
+                                   [{"field": f"config.{key}", "message": f"is set by {endpoint}"}])
 
 
 def _milestones(config: dict | None) -> set:

@@ -125,6 +125,24 @@ def test_shadow_mode_turns_itself_off_after_72_hours(client, tenant, clock):
     assert "shadow_mode_expires_at" not in tenant_body["config"]
 
 
+def test_shadow_mode_end_is_not_changed_through_settings_patch(client, tenant, clock):
+    """Shadow mode is admin only and ends 72 hours after it was turned on: an editor's
+    PATCH of its end (later, or past, which would switch it off) changes nothing."""
+    h, editor = auth(tenant.key), auth(tenant.issue("editor", ["full"]))
+    client.put("/api/settings/shadow-mode", json={"active": True}, headers=h)
+    on = client.get("/api/settings", headers=h).json["tenant"]["config"]["shadow_mode_expires_at"]
+    for who in (editor, h):
+        for end in ("2099-01-01T00:00:00+00:00", "2020-01-01T00:00:00+00:00", None):
+            resp = client.patch("/api/settings", headers=who, json={"config": {"shadow_mode_expires_at": end}})
+            assert resp.status_code == 400 and resp.json["details"][0]["field"] == "config.shadow_mode_expires_at"
+    config = client.get("/api/settings", headers=h).json["tenant"]["config"]
+    assert client.patch("/api/settings", headers=editor, json={"config": config}).status_code == 200   # sent back as read
+    tenant_body = client.get("/api/settings", headers=h).json["tenant"]
+    assert tenant_body["shadow_mode"] is True and tenant_body["config"]["shadow_mode_expires_at"] == on
+    clock.advance(hours=72)
+    assert client.get("/api/settings", headers=h).json["tenant"]["shadow_mode"] is False
+
+
 def test_turning_shadow_mode_on_again_restarts_the_72_hours(client, tenant, clock):
     h = auth(tenant.key)
     client.put("/api/settings/shadow-mode", json={"active": True}, headers=h)

@@ -67,7 +67,7 @@ def test_every_known_key_takes_its_documented_values(client, tenant, rt):
         "engagement_half_life_days": 3.5, "engagement_saturation": 20, "new_for_hours": 0, "onboarding_days": 7,
         "engaged_min_engagement": 55, "dormant_after_days": 10, "churned_after_days": 3650,
         "risk_thresholds": {"medium": 50, "high": 30, "critical": 10}, "risk_trend_drop": 0,
-        "shadow_mode_expires_at": "2026-11-05T09:30:00+00:00", "trace_retention_days": 7,
+        "trace_retention_days": 7,
         "custom_key": {"anything": ["goes"]},
     }
     resp = client.patch("/api/settings", headers=auth(tenant.key), json={"config": config})
