@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import datetime
 
 from ..engine import scoring
@@ -24,22 +26,39 @@ def apply_traits(customer: Customer, event: str, properties: dict) -> None:
 
 
 def merge_traits(customer: Customer, traits: dict) -> None:
+    """The identity fields from the traits that are values of them (docs/scoring.md,
+    "Traits"); every other trait, and an identity trait that is not a value of its field
+    (an email that is no address, an object for a name), is kept in `traits`."""
     extra = dict(customer.traits or {})
     for key, value in (traits or {}).items():
         if key in IDENTITY_FIELDS and value is not None:
-            if key == "team_size":
-                size = _int(value)
-                if size is not None:
-                    customer.team_size = size
-                    continue
+            field_value = _identity_value(key, value)
+            if field_value is None:
                 extra[key] = value
             else:
-                setattr(customer, key, str(value)[:320 if key == "email" else 255])
+                setattr(customer, key, field_value)
+                extra.pop(key, None)
         elif key == "locale" and isinstance(value, str):
             customer.locale = value[:35]
         else:
             extra[key] = value
     customer.traits = extra
+
+
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
+def _identity_value(key: str, value) -> str | int | None:
+    """The value of identity field `key` that a trait gives, or None when it gives none."""
+    if type(value) is bool:
+        return None
+    if key == "team_size":
+        return _int(value)
+    if key == "email":
+        return value if isinstance(value, str) and len(value) <= 320 and _EMAIL.fullmatch(value) else None
+    if isinstance(value, str):
+        return value[:255]
+    return str(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def _int(value) -> int | None:

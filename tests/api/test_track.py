@@ -167,6 +167,25 @@ def test_identify_and_locale_fill_the_customer(client, tenant):
     assert c["traits"] == {"plan": "pro", "seats": "5"}
 
 
+def test_identity_traits_that_are_not_values_of_their_field_stay_traits(client, tenant):
+    """An email that is no address, an object or a list for a name, a boolean team size:
+    the customer's fields keep what they had (or null), the values are kept as traits;
+    a later good value takes the field and leaves the traits."""
+    h = auth(tenant.key)
+    bad = {"email": "bad", "name": {"x": 1}, "company": ["a"], "role": True, "team_size": True}
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "$identify", "properties": bad}]})
+    resp = client.post("/api/customers", headers=h, json={"user_id": "u2", "properties": {**bad, "name": 7}})
+    assert resp.status_code == 201 and resp.json["user"]["email"] is None and resp.json["user"]["name"] == "7"
+    c = client.get("/api/customers/u1", headers=h).json["customer"]
+    assert (c["email"], c["company"], c["role"], c["team_size"]) == (None, None, None, None) and c["name"] == "u1"
+    assert c["traits"] == bad
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "$identify", "properties": {
+        "email": "ada@example.com", "name": "Ada"}}]})
+    c = client.get("/api/customers/u1", headers=h).json["customer"]
+    assert (c["email"], c["name"]) == ("ada@example.com", "Ada")
+    assert c["traits"] == {"company": ["a"], "role": True, "team_size": True}
+
+
 def test_ingest_only_key_may_track_but_viewer_may_not(client, tenant):
     ingest = tenant.issue("editor", ["ingest"])
     viewer = tenant.issue("viewer", ["full"])
