@@ -113,12 +113,17 @@ def test_portal_is_404_without_a_billing_account_then_answers_its_url(client, te
     assert resp.json == {"url": "https://billing.stripe.com/p/session/bps_test_3"}
 
 
-def test_billing_is_for_admins_only(client, tenant, stripe_api):
-    editor = auth(tenant.issue("editor", ["full"]))
-    assert client.post("/api/billing/checkout", headers=editor, json={"plan": "growth"}).status_code == 403
-    resp = client.get("/api/billing/portal", headers=editor)
+def test_billing_follows_the_roles_of_every_write_and_read(client, tenant, stripe_api):
+    """Billing is not on the spec's admin-only list: an editor may start a checkout, any
+    role may open the portal (a GET); a viewer may not start a checkout."""
+    viewer = auth(tenant.issue("viewer", ["full"]))
+    resp = client.post("/api/billing/checkout", headers=viewer, json={"plan": "growth"})
     assert resp.status_code == 403 and resp.json["code"] == "forbidden"
     assert stripe_api.requests == []
+    editor = auth(tenant.issue("editor", ["full"]))
+    assert client.post("/api/billing/checkout", headers=editor, json={"plan": "growth"}).status_code == 200
+    for key in (viewer, editor, auth(tenant.issue("admin", ["read"]))):
+        assert client.get("/api/billing/portal", headers=key).status_code == 200
 
 
 def test_without_stripe_settings_billing_is_503(settings, clock, tenant, stripe_api):

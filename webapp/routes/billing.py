@@ -14,7 +14,7 @@ from ..api import Api, Call
 api = Api("Billing")
 
 
-@api.route("POST", "/api/billing/checkout", access="admin", configures=True, body=CheckoutRequest,
+@api.route("POST", "/api/billing/checkout", access="write", configures=True, body=CheckoutRequest,
            response=SessionUrl, errors=(400, 404, 502, 503),
            summary="Open a Stripe Checkout Session subscribing the tenant to a plan; answers its URL")
 def post_checkout(call: Call):
@@ -23,7 +23,7 @@ def post_checkout(call: Call):
     return SessionUrl(url=url)
 
 
-@api.route("GET", "/api/billing/portal", access="admin", response=SessionUrl, errors=(404, 502, 503),
+@api.route("GET", "/api/billing/portal", access="read", response=SessionUrl, errors=(404, 502, 503),
            summary="Open a Stripe billing-portal session for the tenant's billing account; answers its URL")
 def get_portal(call: Call):
     return SessionUrl(url=billing.open_portal(call.session, call.rt.settings, call.tenant_id, now=call.now))
