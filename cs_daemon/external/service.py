@@ -20,7 +20,7 @@ from ..db import locked
 from ..delivery import service as delivery
 from ..delivery import states as delivery_states
 from ..delivery.models import Delivery
-from ..errors import Conflict, NotFound, ValidationFailed, present
+from ..errors import Conflict, InvalidState, NotFound, ValidationFailed, present
 from ..integrations import netguard
 from ..integrations.http import Outcome
 from ..learning import service as learning
@@ -177,11 +177,13 @@ def _event(action: ExternalAction, kind: str, now: datetime, **extra) -> tuple[s
 
 def on_attempt(session: Session, made: Delivery, outcome: Outcome, final: bool) -> None:
     action = locked(session, ExternalAction, made.subject_id)   # an outcome report may settle it now
-    if action is None or action.status not in ("pending", "dispatched"):
+    if action is None:
+        return
+    action.attempts = made.attempts   # an attempt in flight when an outcome settled it counts too
+    if action.status not in ("pending", "dispatched"):
         return
     now = made.updated_at
     events = []
-    action.attempts = made.attempts
     if action.status == "pending":
         action.status, action.dispatched_at = "dispatched", now
         events.append(_event(action, "external_action.dispatched", now))
@@ -215,14 +217,24 @@ def list_actions(session: Session, *, status: str | None, provider: str | None, 
     return list(session.scalars(query))
 
 
+# the states an outcome may be reported in: not once delivery failed for good or the
+# action expired (docs/external-actions.md, "States")
+OUTCOME_FROM = ("pending", "dispatched", "delivered")
+
+
 def report_outcome(session: Session, action_id: str, *, status: str, result: dict, now: datetime) -> ExternalAction:
     """Record the outcome, once: the action is read locked, so of concurrent reports one
-    records it and the others find it reported (409)."""
+    records it and the others find it reported (409). An action settled otherwise (failed,
+    expired) takes none; a dispatch not yet delivered is let go: the outcome settles it."""
     action = locked(session, ExternalAction, action_id)
     if action is None:
         raise NotFound("external action not found")
     if action.outcome_status is not None:
         raise Conflict("an outcome was already reported for this action")
+    if action.status not in OUTCOME_FROM:
+        raise InvalidState(f"an outcome cannot be reported for a {action.status} action: "
+                           f"only one {' or '.join(OUTCOME_FROM)}")
+    delivery.cancel(session, subject_id=action.id, kind=KIND, now=now)
     action.outcome_status, action.outcome_result, action.completed_at = status, result, now
     success = status in ("completed", "partial")
     action.status = "completed" if success else "failed"

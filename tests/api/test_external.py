@@ -138,6 +138,46 @@ def test_rejected_outcomes_and_failed_dispatch(client, tenant, rt, clock, partne
     assert "external_action.failed" in _kinds(rt, tenant)
 
 
+def test_an_outcome_settles_a_dispatch_still_retrying_but_not_a_failed_or_expired_action(
+        client, tenant, rt, clock, partner, receiver):
+    key, _ = partner
+    h = auth(tenant.key)
+
+    def made():
+        return client.post("/api/external/actions", headers=auth(key), json={
+            "action_type": "award_points", "user_id": "u1", "parameters": {"points": 1}}).json["action"]["id"]
+
+    def item(action_id):
+        return [a for a in client.get("/api/external/actions", headers=h).json["actions"] if a["id"] == action_id][0]
+
+    receiver.script = [500] * 7 + [200]
+    retrying = made()
+    _run(rt, tenant)
+    resp = client.post(f"/api/external/actions/{retrying}/outcome", headers=auth(key), json={"status": "completed"})
+    assert resp.status_code == 200
+    for d in delivery.RETRY_DELAYS:      # the dispatch's retries were let go: none is sent
+        clock.advance(seconds=d.total_seconds())
+        _run(rt, tenant)
+    assert len(receiver.requests) == 1
+    assert item(retrying)["status"] == "completed" and item(retrying)["attempts"] == 1
+    failed = made()
+    for d in [timedelta(0)] + list(delivery.RETRY_DELAYS):
+        clock.advance(seconds=d.total_seconds())
+        _run(rt, tenant)
+    assert item(failed)["status"] == "failed"
+    expired = made()
+    _run(rt, tenant)
+    clock.advance(days=7)
+    with rt.session() as s:
+        assert external.expire(s, now=clock.now()) == 1
+    for action_id, status in ((failed, "failed"), (expired, "expired")):
+        resp = client.post(f"/api/external/actions/{action_id}/outcome", headers=auth(key), json={"status": "completed"})
+        assert resp.status_code == 409 and resp.json["code"] == "invalid_state"
+        assert item(action_id)["status"] == status and item(action_id)["outcome_status"] is None
+    kinds = _kinds(rt, tenant)
+    assert kinds.count("external_action.completed") == 1 and kinds.count("external_action.failed") == 1
+
+
 def test_no_outcome_in_7_days_expires(client, tenant, rt, clock, partner):
     key, _ = partner
     client.post("/api/external/actions", headers=auth(key),
