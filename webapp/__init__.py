@@ -26,9 +26,11 @@ log = logging.getLogger("webapp")
 MAX_BODY = 1024 * 1024
 RETRY_AFTER_OUTAGE = 5    # seconds a client waits before trying again while the database is away
 
+# every code is one of the closed list of docs/api.md, "Errors": a method a route does not
+# take is a route not found; a request too slow or too large in its head, one that fails
 HTTP_CODES = {400: "validation_failed", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large", 414: "uri_too_long",
-               429: "rate_limited", 431: "headers_too_large"}
+              405: "not_found", 408: "validation_failed", 413: "payload_too_large", 414: "validation_failed",
+              429: "rate_limited", 431: "validation_failed"}
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None,

