@@ -119,7 +119,9 @@ def test_a_hostile_tenant_never_stops_a_good_tenants_sweeps(cs, client, make_ten
 
     # fixed through the API (and the unreadable row repaired): every record clears
     h = auth(hostile.key)
-    resp = client.patch("/api/settings", headers=h, json={"config": {k: None for k in HOSTILE_CONFIG}})
+    assert client.put("/api/settings/shadow-mode", headers=h, json={"active": False}).status_code == 200
+    resp = client.patch("/api/settings", headers=h, json={"config": {
+        k: None for k in HOSTILE_CONFIG if k != "shadow_mode_expires_at"}})   # set by the switch alone
     assert resp.status_code == 200, resp.json
     assert client.put(f"/api/playbooks/{theirs['pros']}", headers=h, json={
         "entry_conditions": {"field": "traits.plan", "op": "eq", "value": "pro"}}).status_code == 200
