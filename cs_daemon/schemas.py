@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AnyUrl, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 
 class Wire(BaseModel):
@@ -12,6 +12,24 @@ class Wire(BaseModel):
     written); attributes of table rows can be read directly."""
 
     model_config = ConfigDict(extra="ignore", from_attributes=True)
+
+
+_ANY_URL = TypeAdapter(AnyUrl)
+
+
+def _url_as_sent(value: str) -> str:
+    """A URL the caller registers is kept, and shown, as sent (no trailing slash added, no
+    host lowercased): checked as a URL, never rewritten (docs/webhooks.md, "Endpoints")."""
+    if any(c.isspace() or c < " " for c in value):
+        raise ValueError("must not hold spaces or control characters (percent-encode them)")
+    try:
+        _ANY_URL.validate_python(value)
+    except ValidationError as exc:
+        raise ValueError(exc.errors()[0]["msg"]) from None
+    return value
+
+
+SentUrl = Annotated[str, Field(min_length=1, max_length=2000), AfterValidator(_url_as_sent)]
 
 
 def absent_when_none() -> Any:

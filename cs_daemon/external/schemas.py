@@ -4,10 +4,10 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AnyUrl, Field, field_validator
+from pydantic import Field, field_validator
 
 from ..clock import in_utc
-from ..schemas import Wire
+from ..schemas import SentUrl, Wire
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 CUSTOM_TYPE_RE = re.compile(r"^custom\.[a-z0-9_]+(\.[a-z0-9_]+)+$")
@@ -18,7 +18,7 @@ class ActionTypeFields(Wire):
     description: str | None = Field(None, min_length=1, max_length=5000)
     provider: str | None = Field(None, min_length=1, max_length=100)
     parameters_schema: dict[str, Any] | None = None
-    delivery_webhook: AnyUrl | None = None
+    delivery_webhook: SentUrl | None = None
     domain: str | None = Field(None, max_length=100)
     estimated_cost_usd: str | None = Field(None, max_length=32, pattern=r"^\d+(\.\d+)?$")
 
@@ -35,7 +35,7 @@ class ActionTypeCreate(ActionTypeFields):
     description: str = Field(min_length=1, max_length=5000)
     provider: str = Field(min_length=1, max_length=100)
     parameters_schema: dict[str, Any]
-    delivery_webhook: AnyUrl
+    delivery_webhook: SentUrl
 
 
 class ActionTypeCreated(Wire):

@@ -3,19 +3,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import AnyUrl, Field
+from pydantic import Field
 
-from ..schemas import Wire, absent_when_none
+from ..schemas import SentUrl, Wire, absent_when_none
 
 
 class EndpointCreate(Wire):
-    url: AnyUrl
+    url: SentUrl
     description: str | None = Field(None, max_length=1000)
     events: list[str] | None = None
 
 
 class EndpointUpdate(Wire):
-    url: AnyUrl | None = None
+    url: SentUrl | None = None
     description: str | None = Field(None, max_length=1000)
     events: list[str] | None = None
 

@@ -60,6 +60,25 @@ def test_register_returns_the_secret_once_and_never_lists_it(client, growth, rec
     assert "secret" not in listed[0] and endpoint["secret"] not in json.dumps(listed)
 
 
+def test_a_url_is_kept_and_shown_as_sent(client, growth, receiver):
+    """Checked as a URL, never rewritten: no slash added, the host's case kept; a space is
+    refused (percent-encoded it is a URL)."""
+    bare = receiver.url.rstrip("/").replace("127.0.0.1", "localhost").upper().replace("HTTP://", "http://")
+    sent = [bare, receiver.url + "/Hook?A=1", receiver.url + "/a%20b"]
+    for url in sent:
+        endpoint = register(client, growth, url)
+        assert endpoint["url"] == url
+    listed = client.get("/api/webhooks/endpoints", headers=auth(growth.key)).json["endpoints"]
+    assert sorted(e["url"] for e in listed) == sorted(sent)
+    resp = client.put(f"/api/webhooks/endpoints/{endpoint['id']}", headers=auth(growth.key), json={"url": bare + "/X"})
+    assert resp.status_code == 200 and resp.json["endpoint"]["url"] == bare + "/X"
+    for bad in (receiver.url + "/a b", "not a url", "notaurl"):
+        resp = client.post("/api/webhooks/endpoints", headers=auth(growth.key), json={"url": bad})
+        assert resp.status_code == 400 and resp.json["details"][0]["field"] == "url"
+    assert client.post("/api/webhooks/endpoints/" + endpoint["id"] + "/test", headers=auth(growth.key)).json[
+        "test"]["success"] is True   # the upper-case host is reached as the lower-case one
+
+
 def test_plans_without_webhooks_get_403_with_upgrade_to(client, tenant, receiver):
     resp = client.post("/api/webhooks/endpoints", headers=auth(tenant.key), json={"url": receiver.url})
     assert resp.status_code == 403
