@@ -217,10 +217,12 @@ def _read_body(ep: Endpoint, raw: bytes) -> Any:
 
 def _unread_body(raw: bytes) -> None:
     """A JSON body sent to an endpoint that reads none (approve, pause, ...) must still be
-    JSON: malformed, it is a 400 as anywhere, before anything changes (docs/api.md,
-    Errors). Another kind of body is not read (the one-click unsubscribe's form post)."""
-    if raw.strip():
-        json_body(raw)
+    a JSON object: malformed or another value, it is a 400 as anywhere, before anything
+    changes (docs/api.md, Errors). Another kind of body is not read (the one-click
+    unsubscribe's form post)."""
+    if raw.strip() and not isinstance(json_body(raw), dict):
+        raise ValidationFailed("the request body must be a JSON object",
+                               [{"field": "body", "message": "must be a JSON object"}])
 
 
 def json_body(raw: bytes) -> Any:

@@ -285,9 +285,10 @@ def test_malformed_json_to_an_endpoint_that_reads_no_body_is_a_400_and_changes_n
     tenant, pid = world
     iv = _create(client, tenant, pid)
     h = {**auth(tenant.key), "Content-Type": "application/json"}
-    resp = client.put(f"/api/interventions/{iv['id']}/{action}", headers=h, data=b"{bad")
-    assert resp.status_code == 400 and resp.json["code"] == "validation_failed", resp.json
-    assert resp.json["details"][0]["field"] == "body"
+    for body in (b"{bad", b"[1]", b'"x"', b"null"):
+        resp = client.put(f"/api/interventions/{iv['id']}/{action}", headers=h, data=body)
+        assert resp.status_code == 400 and resp.json["code"] == "validation_failed", resp.json
+        assert resp.json["details"][0]["field"] == "body"
     assert _status(client, tenant, iv["id"])["status"] == "planned"
     resp = client.put(f"/api/interventions/{iv['id']}/{action}", headers=h, data=b'{"note": "x"}')
     assert resp.status_code == 200, resp.json          # a well-formed body is ignored there, as before
