@@ -91,7 +91,7 @@ def run(argv: list[str]) -> int:
     except ServiceError as exc:
         detail = "; ".join(f"{d['field']}: {d['message']}" for d in exc.extra.get("details", []))
         fail_line(f"{exc.message}" + (f" ({detail})" if detail and detail not in exc.message else ""),
-                  exc.code, json_mode)
+                  exc.code, json_mode, exc.extra)
         return 1
     except Failure as exc:
         fail_line(exc.message, exc.code, json_mode)

@@ -74,7 +74,10 @@ class Failure(Exception):
         self.exit_code = exit_code
 
 
-def fail_line(message: str, code: str, json_mode: bool) -> None:
+def fail_line(message: str, code: str, json_mode: bool, extra: dict | None = None) -> None:
+    """One `error:` line on stderr; with --json also the error body on stdout, with the
+    fields the API's body has besides (`details`, a plan limit's `current`, `limit`,
+    `upgrade_to`)."""
     if json_mode:
-        print_json({"error": message, "code": code})
+        print_json({"error": message, "code": code, **(extra or {})})
     err.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)

@@ -102,3 +102,19 @@ def test_the_readme_example_playbook_plans_a_welcome_for_a_signup(cs, make_tenan
     planned = json.loads(out)["interventions"]
     assert [(i["user_id"], i["status"]) for i in planned] == [("bo", "planned")]
     assert planned[0]["channel"] in ("email", "in_app")
+
+
+def test_json_errors_carry_the_fields_of_the_apis_error_body(cs, tenant, client, tmp_path):
+    """A plan limit's current, limit and upgrade_to, a validation failure's details: in the
+    one JSON document --json prints, as in the API's answer."""
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps([{"name": f"P{n}"} for n in range(4)]))    # trial: 3 playbooks
+    code, out, err = cs("playbooks", "apply", str(path), "--tenant", tenant.id, "--json")
+    body = json.loads(out)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert body["code"] == "plan_limit" and (body["current"], body["limit"], body["upgrade_to"]) == (3, 3, "starter")
+    path.write_text(json.dumps([{"name": "X", "constraints": {"channels": ["fax"]}}]))
+    code, out, _ = cs("playbooks", "apply", str(path), "--tenant", tenant.id, "--json")
+    body = json.loads(out)
+    assert code == 1 and body["code"] == "validation_failed"
+    assert body["details"][0]["field"].startswith("constraints.channels")
