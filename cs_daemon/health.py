@@ -3,6 +3,7 @@ per-tenant failures (docs/api.md, "Health")."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import requests
@@ -14,18 +15,32 @@ from .jobs import sweeps as sweep_runs
 from .jobs.heartbeat import FRESH_FOR, last_beat_age
 from .runtime import Runtime
 
+log = logging.getLogger(__name__)
 SHOWN_FAILURES = 50
 
 
-def _timed(fn) -> dict:
+class CheckFailed(RuntimeError):
+    """A failure a check words itself: its text is shown as it is."""
+
+
+def _timed(name: str, fn) -> dict:
     start = time.perf_counter()
     try:
         status = fn() or "ok"
         result = {"status": status}
     except Exception as exc:  # a check reports failure; it never raises
-        result = {"status": "error", "error": _one_line(exc)}
+        result = {"status": "error", "error": _shown(name, exc)}
     result["latency_ms"] = round((time.perf_counter() - start) * 1000, 2)
     return result
+
+
+def _shown(name: str, exc: Exception) -> str:
+    """What health, which needs no key, shows of a failure: a check's own words, or the
+    kind of error only; a driver's text (hosts, ports, users, URLs) goes to the log."""
+    if isinstance(exc, CheckFailed):
+        return str(exc)
+    log.warning("health: %s check failed: %s", name, _one_line(exc))
+    return f"{type(exc).__name__} (the log has the details)"
 
 
 def _one_line(exc: Exception) -> str:
@@ -60,19 +75,15 @@ def check(rt: Runtime) -> tuple[dict, bool]:
         headers = {"Authorization": f"Bearer {settings.openai_api_key}"} if settings.openai_api_key else {}
         resp = requests.get(f"{base}/models", headers=headers, timeout=2, allow_redirects=False)
         if resp.status_code >= 400:
-            raise RuntimeError(f"model server answered {resp.status_code}")
+            raise CheckFailed(f"model server answered {resp.status_code}")
 
     def jobs():
         age = last_beat_age(rt.cache)
         if age is None or age > FRESH_FOR:
-            raise RuntimeError("no worker heartbeat in the last 60 seconds")
+            raise CheckFailed("no worker heartbeat in the last 60 seconds")
 
-    checks = {
-        "database": _timed(database),
-        "cache": _timed(cache),
-        "llm": _timed(llm),
-        "jobs": _timed(jobs),
-    }
+    checks = {name: _timed(name, fn) for name, fn in
+              (("database", database), ("cache", cache), ("llm", llm), ("jobs", jobs))}
     # a dependency that fails degrades the service (503); a tenant whose sweep fails does
     # not: every other tenant is served, and a 503 would take the node out for all of them
     healthy = all(c["status"] in ("ok", "disabled") for c in checks.values())

@@ -75,6 +75,8 @@ def test_configured_llm_that_fails_is_degraded(tmp_path, backend, request, sqlit
     clean(settings)
     assert resp.status_code == 503
     assert resp.json["checks"]["llm"]["status"] == "error"
+    # health needs no key: the kind of error, never the model server's address
+    assert resp.json["checks"]["llm"]["error"] == "ConnectionError (the log has the details)"
 
 
 def test_configured_llm_that_answers_is_ok(tmp_path, backend, request, sqlite_template, clock):
