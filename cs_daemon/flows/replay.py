@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from ..delivery import service as delivery
+from ..errors import InvalidState
+from ..webhooks.models import WebhookEndpoint
 from ..webhooks.schemas import DeliveryPublic
 
 
@@ -23,9 +25,19 @@ def replay(rt, session: Session, delivery_id: str) -> Replayed:
     """`session` is the caller's unit of work (tenant-scoped for a tenant's caller, so a
     delivery of another tenant is not found); the reopening is committed in it before
     the attempt, which takes its own short transactions."""
+    _refuse_let_go_endpoint(session, delivery_id)
     delivery.reopen(session, delivery_id, rt.now())
     session.commit()
     attempted = delivery.attempt(rt, delivery_id, paced=False) is not None
     session.expire_all()
     made = delivery.get(session, delivery_id)
     return Replayed(DeliveryPublic.of(made, delivery.attempts_of(session, [made.id])[made.id]), attempted)
+
+
+def _refuse_let_go_endpoint(session: Session, delivery_id: str) -> None:
+    """A delivery to an endpoint since deleted (or let go by its receiver's 410) is not
+    sent again, whatever its status: the endpoint gets nothing new."""
+    endpoint_id = delivery.get(session, delivery_id).endpoint_id
+    endpoint = session.get(WebhookEndpoint, endpoint_id) if endpoint_id else None
+    if endpoint is not None and not endpoint.active:
+        raise InvalidState("this delivery's endpoint was deleted (or answered 410 Gone): it is not sent again")

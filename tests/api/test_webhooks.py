@@ -469,6 +469,18 @@ def test_replay_of_a_failed_delivery_sends_it_again_and_logs_it(client, growth, 
         "deliveries"] == []
 
 
+def test_no_replay_to_a_deleted_endpoint(client, growth, rt, receiver):
+    endpoint = register(client, growth, receiver.url)
+    emit(rt, growth)
+    [made] = deliveries(rt, growth)
+    delivery.attempt(rt, made.id)
+    h = auth(growth.key)
+    assert client.delete(f"/api/webhooks/endpoints/{endpoint['id']}", headers=h).status_code == 200
+    resp = client.post(f"/api/webhooks/deliveries/{made.id}/replay", headers=h)
+    assert resp.status_code == 409 and resp.json["code"] == "invalid_state"
+    assert len(receiver.requests) == 1 and deliveries(rt, growth)[0].status == "delivered"
+
+
 def test_delivery_log_and_replay_are_tenant_scoped(client, growth, make_tenant, rt, receiver):
     endpoint = register(client, growth, receiver.url)
     emit(rt, growth)
