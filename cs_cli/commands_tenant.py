@@ -17,6 +17,7 @@ app = typer.Typer(help="Tenants.", no_args_is_help=True)
 def create(
     name: str = typer.Argument(..., help="Tenant (company) name."),
     owner_email: str = typer.Option(..., "--owner-email", help="Email of the first admin."),
+    owner_name: str | None = typer.Option(None, "--owner-name", help="Name of the first admin (1 to 200 characters)."),
     plan: str = typer.Option("trial", "--plan", help="trial, starter, growth or scale."),
     partner: bool = typer.Option(False, "--partner", help="Make it a partner tenant."),
     json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
@@ -26,9 +27,12 @@ def create(
         raise typer.BadParameter(f"must be one of {', '.join(plans.TIERS)}", param_hint="--plan")
     if "@" not in owner_email:
         raise typer.BadParameter("must be an email address", param_hint="--owner-email")
+    if owner_name is not None and not 1 <= len(owner_name.strip()) <= 200:
+        raise typer.BadParameter("must be 1 to 200 characters", param_hint="--owner-name")
     rt = runtime()
     with rt.session() as s:
-        made = tenants.create(s, name=name, owner_email=owner_email, now=rt.now(),
+        made = tenants.create(s, name=name, owner_email=owner_email, owner_name=owner_name and owner_name.strip(),
+                              now=rt.now(),
                               plan_tier=plan, partner=partner)
     result = {"tenant_id": made.tenant.id, "slug": made.tenant.slug, "api_key": made.key.secret,
               "member_id": made.owner.id}

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import EmailStr, UUID4
+from pydantic import EmailStr, Field, UUID4
 
 from ..schemas import Wire
 
@@ -57,6 +57,8 @@ class InviteBody(Wire):
 
 class AcceptBody(Wire):
     token: UUID4
+    # extension: how the team sees the new member (`name` of the member list)
+    name: str | None = Field(None, min_length=1, max_length=200)
 
 
 class AcceptResult(Wire):

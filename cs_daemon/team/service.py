@@ -86,7 +86,7 @@ def open_invitation(session: Session, token: str, *, now: datetime, lock: bool =
     return invitation
 
 
-def accept(session: Session, token: str, *, now: datetime) -> Accepted:
+def accept(session: Session, token: str, *, now: datetime, name: str | None = None) -> Accepted:
     """The token is the credential (no bearer key); it makes the member and a personal key
     (a test key when a test key invited: a test key cannot mint a live one, even so),
     once: the invitation is read locked, so of concurrent accepts one finds it pending and
@@ -96,7 +96,8 @@ def accept(session: Session, token: str, *, now: datetime) -> Accepted:
     invitation.status, invitation.accepted_at = "accepted", now
     if _live_member(session, invitation.tenant_id, invitation.email):
         raise Conflict(f"{invitation.email} is already a member of this team")
-    member = Member(tenant_id=invitation.tenant_id, email=invitation.email, role=invitation.role, created_at=now)
+    member = Member(tenant_id=invitation.tenant_id, email=invitation.email, name=name, role=invitation.role,
+                    created_at=now)
     session.add(member)
     try:
         session.flush()

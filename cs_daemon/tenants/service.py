@@ -43,6 +43,7 @@ def create(
     name: str,
     owner_email: str,
     now: datetime,
+    owner_name: str | None = None,
     plan_tier: str = "trial",
     partner: bool = False,
     partner_tenant_id: str | None = None,
@@ -71,7 +72,7 @@ def create(
     )
     session.add(tenant)
     session.flush()
-    owner = Member(tenant_id=tenant.id, email=owner_email, role="admin", created_at=now)
+    owner = Member(tenant_id=tenant.id, email=owner_email, name=owner_name, role="admin", created_at=now)
     session.add(owner)
     session.flush()
     key = auth.issue(

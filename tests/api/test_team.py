@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.conftest import auth
 
 
@@ -40,6 +39,17 @@ def test_invite_accept_and_the_new_key_follows_its_role(client, tenant):
     assert client.get("/api/settings", headers=auth(key)).status_code == 401
     assert listed["id"] not in {k["id"] for k in client.get("/api/settings", headers=auth(tenant.key)).json["api_keys"]}
     assert client.get("/api/team/invitations", headers=auth(tenant.key)).json["invitations"] == []
+
+
+def test_a_member_is_named_by_the_accept(client, tenant):
+    token = _invite(client, tenant).json["invitation"]["token"]
+    assert 'id="name"' in client.get(f"/api/team/accept?token={token}").get_data(as_text=True)   # the page asks
+    resp = client.post("/api/team/accept", json={"token": token, "name": ""})
+    assert resp.status_code == 400 and resp.json["details"][0]["field"] == "name"
+    resp = client.post("/api/team/accept", json={"token": token, "name": "Ed Editor"})
+    assert resp.status_code == 200
+    members = client.get("/api/team/members", headers=auth(tenant.key)).json["members"]
+    assert {m["email"]: m["name"] for m in members} == {"owner@acme.example": None, "ed@acme.example": "Ed Editor"}
 
 
 def test_accept_refusals(client, make_tenant, clock):

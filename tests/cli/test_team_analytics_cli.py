@@ -33,3 +33,13 @@ def test_analytics_json_and_panels(cs, tenant, client):
     assert code == 0 and "Lifecycle stages" in out and "█" in out and "users" in out
     code, _, err = cs("analytics", "--tenant", tenant.id, "--range", "1y")
     assert code != 0 and "--range" in err
+
+
+def test_tenant_create_names_its_owner(cs, client):
+    code, out, _ = cs("tenant", "create", "Named", "--owner-email", "ann@named.example", "--owner-name", "Ann",
+                      "--json")
+    made = json.loads(out)
+    members = client.get("/api/team/members", headers=auth(made["api_key"])).json["members"]
+    assert code == 0 and [m["name"] for m in members] == ["Ann"]
+    code, _, err = cs("tenant", "create", "Blank", "--owner-email", "b@blank.example", "--owner-name", " ")
+    assert code == 2 and "--owner-name" in err

@@ -65,7 +65,7 @@ def get_accept(call: Call):
 @api.route("POST", "/api/team/accept", access="public", body=AcceptBody, response=AcceptResult, errors=(404, 409, 410),
            summary="Accept an invitation (the token is the credential); answers a personal API key once")
 def post_accept(call: Call):
-    accepted = service.accept(call.session, str(call.body.token), now=call.now)
+    accepted = service.accept(call.session, str(call.body.token), name=call.body.name, now=call.now)
     return AcceptResult(tenant_id=accepted.member.tenant_id, role=accepted.member.role, member_id=accepted.member.id,
                         api_key=accepted.key.secret)
 
@@ -96,8 +96,9 @@ ACCEPT_SCRIPT = """
 document.getElementById("accept").onclick = async (e) => {
   e.target.disabled = true;
   const token = new URLSearchParams(location.search).get("token");
+  const name = document.getElementById("name").value.trim() || undefined;
   const resp = await fetch(location.pathname, {method: "POST", headers: {"Content-Type": "application/json"},
-                                               body: JSON.stringify({token})});
+                                               body: JSON.stringify({token, name})});
   const body = await resp.json();
   document.getElementById("result").textContent = resp.ok
     ? "You are a member (" + body.role + "). Your personal API key, shown once:\\n\\n" + body.api_key
@@ -110,5 +111,6 @@ def _accept_page(team: str, email: str, role: str) -> str:
     e = html.escape
     return ("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Join " + e(team) + "</title></head>\n<body>\n"
             f"<h1>Join {e(team)}</h1>\n<p>{e(email)} is invited as {e(role)}.</p>\n"
+            '<p><label>Your name (shown to the team) <input id="name" maxlength="200"></label></p>\n'
             '<p><button id="accept">Accept the invitation</button></p>\n<pre id="result"></pre>\n'
             f"<script>{ACCEPT_SCRIPT}</script>\n</body></html>\n")
