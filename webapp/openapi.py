@@ -24,6 +24,7 @@ _ERROR_TEXT = {
     409: "Conflict with the current state",
     408: "The request body stopped arriving for CS_CLIENT_TIMEOUT_SECONDS",
     410: "Gone",
+    413: "The body is over 1 MiB (code payload_too_large)",
     414: "Request line too long (over 4094 bytes in production mode)",
     429: "Rate limit reached (see Retry-After)",
     503: "A dependency is not configured or not reachable",
@@ -124,10 +125,11 @@ def _operation(ep: Endpoint, refs: dict) -> dict[str, Any]:
         ok["content"] = {"application/json": {"schema": {"type": "object"}}}
     responses: dict[str, Any] = {str(ep.status): ok}
     error_codes = set(ep.errors)
-    if ep.body is not None or ep.query is not None or ep.payload is not None:
-        error_codes.add(400)
-    if ep.body is not None or ep.payload is not None:
-        error_codes.add(408)    # the HTTP server's bound on a slow client (docs/deploy.md, "Slow clients")
+    if ep.body is not None or ep.query is not None or ep.payload is not None or ep.method != "GET":
+        error_codes.add(400)    # a request that reads no body still refuses one that is not a JSON object
+    if ep.body is not None or ep.payload is not None or ep.method != "GET":
+        error_codes.update({408, 413})   # the HTTP server's bound on a slow client (docs/deploy.md, "Slow
+        # clients"); a body over 1 MiB, read or not
     error_codes.add(429)        # keyed: the key's limit; keyless: the client address's
     error_codes.add(414)        # any request line can be too long for the HTTP server
     if rule is not None:

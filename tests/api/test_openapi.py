@@ -75,3 +75,13 @@ def test_bodies_a_handler_reads_itself_are_documented_with_their_400(client):
         assert op["requestBody"]["required"] is True, path
         assert "application/json" in op["requestBody"]["content"], path
         assert op["responses"]["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody"), path
+
+
+def test_every_write_documents_400_and_413_it_may_answer(client):
+    """A write that reads no body still refuses one that is not a JSON object (400) and any
+    body over 1 MiB (413): the document says so, as schemathesis' conformance check asks."""
+    doc = client.get("/api/openapi.json").json
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if method != "get":
+                assert {"400", "413"} <= set(op["responses"]), (method, path)
