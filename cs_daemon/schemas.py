@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AnyUrl, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, AnyUrl, BeforeValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 
 class Wire(BaseModel):
@@ -30,6 +32,20 @@ def _url_as_sent(value: str) -> str:
 
 
 SentUrl = Annotated[str, Field(min_length=1, max_length=2000), AfterValidator(_url_as_sent)]
+
+
+_DATE_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}")
+
+
+def _date_time_text(value: Any) -> Any:
+    """An event's time is a date and time written as ISO 8601 text, as the interface
+    types it (string, date-time): not a number of seconds, not a date alone."""
+    if value is not None and not (isinstance(value, str) and _DATE_TIME.match(value)):
+        raise ValueError("must be an ISO 8601 date and time, e.g. 2026-11-27T10:00:00Z")
+    return value
+
+
+EventTime = Annotated[datetime | None, BeforeValidator(_date_time_text)]
 
 
 def absent_when_none() -> Any:

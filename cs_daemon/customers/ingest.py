@@ -27,7 +27,7 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from .. import domain_events, metrics
@@ -73,7 +73,7 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     result = IngestResult()
     events, result.duplicates = _drop_repeats_in_batch(events)
     limit, config = _limit_and_config(session, tenant_id)
-    blocked = set() if limit is None else ensure_customers(
+    blocked, created = (set(), []) if limit is None else _reserve_customers(
         session, tenant_id, list(dict.fromkeys(e.user_id for e in events)), test=test, now=now)
     kept = [e for e in events if e.user_id not in blocked] if blocked else events
     counted = _counted(kept)
@@ -81,6 +81,8 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     stored, result.accepted = _store(session, tenant_id, kept, source=source, test=test, now=now,
                                      create=limit is None, all_counted=counted == len(kept))
     result.duplicates += counted - result.accepted
+    if created:
+        _drop_users_without_events(session, tenant_id, created, stored.inserted)
     _count(result)
     if stored.inserted:
         if stored.created:
@@ -130,18 +132,33 @@ def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, t
                      now: datetime) -> set[str]:
     """Create the users not yet known, within the tenant's tracked-user limit. Returns the
     users that could not be created (past the limit)."""
+    return _reserve_customers(session, tenant_id, user_ids, test=test, now=now)[0]
+
+
+def _reserve_customers(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
+                       now: datetime) -> tuple[set[str], list[str]]:
+    """ensure_customers, also returning the users this call created."""
     if not user_ids:
-        return set()
+        return set(), []
     known = bulk.known(session, tenant_id, user_ids)
     new = [u for u in user_ids if u not in known]
     if not new:
-        return set()
+        return set(), []
     allowed, blocked = _within_limit(session, tenant_id, new)
-    if allowed:
-        created = bulk.create(session, tenant_id, allowed, test=test, now=now)
-        if len(created) < len(allowed):   # a racing request created some: give their seats back
-            _count_users(session, tenant_id, len(created) - len(allowed))
-    return blocked
+    created = bulk.create(session, tenant_id, allowed, test=test, now=now) if allowed else []
+    if len(created) < len(allowed):   # a racing request created some: give their seats back
+        _count_users(session, tenant_id, len(created) - len(allowed))
+    return blocked, created
+
+
+def _drop_users_without_events(session: Session, tenant_id: str, created: list[str], inserted: list[dict]) -> None:
+    """A user is made by its first event: one created ahead of its events (for its seat)
+    whose every event was a duplicate is not kept, and its seat is given back."""
+    kept = {row["user_id"] for row in inserted}
+    unused = [u for u in created if u not in kept]
+    if unused:
+        session.execute(delete(Customer).where(Customer.tenant_id == tenant_id, Customer.id.in_(unused)))
+        _count_users(session, tenant_id, -len(unused))
 
 
 def _count_users(session: Session, tenant_id: str, delta: int) -> None:

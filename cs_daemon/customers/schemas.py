@@ -10,7 +10,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..clock import in_utc
 from ..interventions.schemas import InterventionPublic
-from ..schemas import Wire
+from ..schemas import EventTime, Wire
 from . import fields
 
 
@@ -18,7 +18,7 @@ class TrackedEvent(Wire):
     user_id: str = Field(min_length=1, max_length=255)
     event: str = Field(min_length=1, max_length=255)
     properties: dict[str, Any] = Field(default_factory=dict)
-    timestamp: datetime | None = None
+    timestamp: EventTime = None
     idempotency_key: str | None = Field(None, min_length=1, max_length=255)
 
     @field_validator("timestamp")

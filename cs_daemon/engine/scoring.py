@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "risk_trend_drop": 15,
 }
 EXPANSION_HALF_LIFE_DAYS = 14
+ENGAGEMENT_WINDOW_DAYS = 30   # engagement is activity of the last 30 days: none in them, 0
 _AT = attrgetter("at")
 TREND_DAYS = 7
 
@@ -222,7 +223,15 @@ def _activation(state: UserState, rules: Rules) -> float:
 
 def engagement(state: UserState, config: dict | Rules | None, now: datetime) -> float:
     rules = Rules.of(config)
+    if not _active_within_window(state, now):
+        return 0.0
     return _engagement_of(_decay(state.engagement_mass, state.mass_at, now, rules.half_life), rules)
+
+
+def _active_within_window(state: UserState, now: datetime) -> bool:
+    """Whether the user has an event of the last ENGAGEMENT_WINDOW_DAYS (docs/scoring.md)."""
+    last = state.last_activity_at
+    return last is not None and (now - last).total_seconds() <= ENGAGEMENT_WINDOW_DAYS * 86400
 
 
 def _engagement_of(mass: float, rules: Rules) -> float:
@@ -284,7 +293,8 @@ def evaluate(state: UserState, traits: dict | None, config: dict | Rules | None,
     rules = Rules.of(config)
     days = _days(now - state.mass_at) if state.mass_at is not None else 0.0
     act = _activation(state, rules)
-    eng = _engagement_of(_decayed(state.engagement_mass, days, rules.half_life), rules)
+    eng = _engagement_of(_decayed(state.engagement_mass, days, rules.half_life), rules) \
+        if _active_within_window(state, now) else 0.0
     exp = _expansion_of(_decayed(state.expansion_mass, days, EXPANSION_HALF_LIFE_DAYS),
                         _number(traits.get("team_size")) if traits else None, eng)
     hl = _health(act, eng, exp, rules)

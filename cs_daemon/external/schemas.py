@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ..clock import in_utc
-from ..schemas import SentUrl, Wire
+from ..schemas import EventTime, SentUrl, Wire
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 CUSTOM_TYPE_RE = re.compile(r"^custom\.[a-z0-9_]+(\.[a-z0-9_]+)+$")
@@ -140,7 +140,7 @@ class CustomEvent(Wire):
     type: str = Field(max_length=255)
     user_id: str = Field(min_length=1, max_length=255)
     data: dict[str, Any] = Field(default_factory=dict)
-    timestamp: datetime | None = None
+    timestamp: EventTime = None
 
     @field_validator("type")
     @classmethod

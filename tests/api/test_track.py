@@ -120,6 +120,38 @@ def test_a_tenant_without_a_limit_counts_the_users_it_tracks(client, tenant, rt)
     assert tracked() == 3
 
 
+@pytest.mark.parametrize("limited", [True, False])
+def test_an_event_dropped_as_a_duplicate_creates_no_user(client, tenant, rt, limited):
+    """A user is made by its first stored event: a duplicate key naming a new user makes
+    none, and takes no seat, whether the tenant has a tracked-user limit or not."""
+    from cs_daemon.tenants.models import Tenant
+
+    if not limited:
+        with rt.session() as s:
+            s.get(Tenant, tenant.id).tracked_user_limit = None
+    h = auth(tenant.key)
+    assert client.post("/api/track", headers=h, json={"events": [
+        {"user_id": "u3", "event": "a", "idempotency_key": "k1"}]}).json["accepted"] == 1
+    resp = client.post("/api/track", headers=h, json={"events": [
+        {"user_id": "u4", "event": "b", "idempotency_key": "k1"}, {"user_id": "u5", "event": "b"}]})
+    assert resp.json == {"accepted": 1, "duplicates": 1, "over_limit": 0}
+    assert client.get("/api/customers/u4", headers=h).status_code == 404
+    assert client.get("/api/customers/stats", headers=h).json["stats"]["total"] == 2
+    with rt.session() as s:
+        assert s.get(Tenant, tenant.id).tracked_users == 2
+
+
+@pytest.mark.parametrize("at", [12345, 1.5, "1793350800", "2026-11-27", True, "27/11/2026 10:00"])
+def test_an_event_time_is_iso_8601_date_and_time_text(client, tenant, rt, at):
+    h = auth(tenant.key)
+    resp = client.post("/api/track", headers=h, json={"events": [{"user_id": "u", "event": "e", "timestamp": at}]})
+    assert resp.status_code == 400 and resp.json["details"][0]["field"] == "events[0].timestamp", resp.json
+    resp = client.post("/api/external/events", headers=h, json={"events": [
+        {"type": "custom.crm.deal", "user_id": "u", "timestamp": at}]})
+    assert resp.json["accepted"] == 0 and resp.json["errors"][0]["field"] == "timestamp", resp.json
+    assert _events(rt, tenant.id) == []
+
+
 @pytest.mark.parametrize("number, why", [
     ("NaN", "NaN is not a JSON value"), ("Infinity", "Infinity is not a JSON value"),
     ("-Infinity", "-Infinity is not a JSON value"),
