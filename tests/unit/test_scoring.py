@@ -61,9 +61,9 @@ def test_engagement_halves_every_seven_days():
 def test_engagement_is_activity_of_the_last_30_days():
     """No event in the last 30 days: 0, however many came before; one inside: counted."""
     state = apply_events(UserState(), [Event("x", T0 + timedelta(hours=h)) for h in range(30)], {})
-    assert evaluate(state, {}, {}, T0 + timedelta(days=30)).engagement_score > 0
-    assert evaluate(state, {}, {}, T0 + timedelta(days=31, hours=1)).engagement_score == 0.0
-    assert scoring.engagement(state, {}, T0 + timedelta(days=31, hours=1)) == 0.0
+    assert evaluate(state, {}, {}, T0 + timedelta(days=31, hours=5)).engagement_score > 0
+    assert evaluate(state, {}, {}, T0 + timedelta(days=31, hours=5, seconds=1)).engagement_score == 0.0
+    assert scoring.engagement(state, {}, T0 + timedelta(days=31, hours=5, seconds=1)) == 0.0
     apply_events(state, [Event("x", T0 + timedelta(days=40))], {})
     assert evaluate(state, {}, {}, T0 + timedelta(days=41)).engagement_score > 0
 
