@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy.orm import Session
 
 from cs_daemon.delivery import service as delivery
@@ -24,7 +25,7 @@ from cs_daemon.webhooks.schemas import DeliveryPublic
 from . import tenant_option
 from .commands_webhooks import _excerpt, _last_result, _short_time, _when, since_option
 from .context import runtime
-from .output import listed, out, print_json, table
+from .output import cell, listed, out, print_json, styled, table
 
 app = typer.Typer(help="External actions: the dispatch log, attempts and outcomes.", no_args_is_help=True)
 
@@ -43,8 +44,8 @@ class Status(str, Enum):
     expired = "expired"
 
 
-def _status(status: str | None, colours: dict[str, str] = STATUS_COLOURS) -> str:
-    return f"[{colours.get(status, 'white')}]{status}[/]" if status else "—"
+def _status(status: str | None, colours: dict[str, str] = STATUS_COLOURS) -> Text | str:
+    return styled(status, colours.get(status, "white")) if status else "—"
 
 
 # -- the log ---------------------------------------------------------------------------------
@@ -70,7 +71,7 @@ def list_(
 def _log_table(actions: list[ActionPublic]) -> None:
     table("External actions (newest first, times in UTC)",
           ["id", "action type", "provider", "user", "status", "attempts", "outcome", "created"],
-          [[a.id, a.action_type, escape(a.provider or ""), escape(a.user_id), _status(a.status), a.attempts,
+          [[a.id, a.action_type, a.provider or "", a.user_id, _status(a.status), a.attempts,
             a.outcome_status or "—", _short_time(a.created_at)] for a in actions])
 
 
@@ -117,17 +118,17 @@ def _render(item: ActionPublic, row: ExternalAction, dispatch: DeliveryPublic | 
     facts.add_column(style="dim")
     facts.add_column()
     for label, value in [
-        ("status", _status(item.status)), ("action type", item.action_type), ("provider", escape(item.provider or "—")),
-        ("user", escape(item.user_id)), ("tenant", row.tenant_id),
+        ("status", _status(item.status)), ("action type", item.action_type), ("provider", item.provider or "—"),
+        ("user", item.user_id), ("tenant", row.tenant_id),
         ("confidence", "—" if row.confidence is None else f"{row.confidence:.2f}"),
         ("created", _when(item.created_at)), ("dispatched", _when(item.dispatched_at)),
         ("delivered", _when(row.delivered_at)), ("completed", _when(item.completed_at)),
     ]:
-        facts.add_row(label, value)
+        facts.add_row(label, cell(value))
     title = f"external action {item.id}" + ("  [yellow]TEST[/]" if item.test else "")
     out.print(Panel(facts, title=title, title_align="left", expand=False))
     if item.parameters:
-        table("Parameters", ["name", "value"], [[escape(k), escape(str(v))] for k, v in item.parameters.items()])
+        table("Parameters", ["name", "value"], [[k, v] for k, v in item.parameters.items()])
     _render_dispatch(dispatch)
     _render_outcome(item)
 
@@ -136,14 +137,15 @@ def _render_dispatch(dispatch: DeliveryPublic | None) -> None:
     if dispatch is None:
         out.print("[dim]no dispatch was made[/dim]")
         return
-    out.print(f"dispatch {dispatch.id} to {escape(dispatch.url)}: {_status(dispatch.status, DELIVERY_COLOURS)}, "
+    status = f"[{DELIVERY_COLOURS.get(dispatch.status, 'white')}]{dispatch.status}[/]"
+    out.print(f"dispatch {dispatch.id} to {escape(dispatch.url)}: {status}, "
               f"{len(dispatch.attempts)} attempt(s)"
-              + (f", last result {_last_result(dispatch)}" if dispatch.attempts else "")
+              + (f", last result {escape(_last_result(dispatch))}" if dispatch.attempts else "")
               + (f", next attempt {_when(dispatch.next_attempt_at)}" if dispatch.next_attempt_at else ""))
     if dispatch.attempts:
         table("Dispatch attempts", ["#", "at (UTC)", "status code", "latency", "error", "response"],
-              [[a.number, _short_time(a.at), a.status_code, f"{a.latency_ms:.0f} ms", escape(a.error or ""),
-                escape(_excerpt(a.response_excerpt))] for a in dispatch.attempts])
+              [[a.number, _short_time(a.at), a.status_code, f"{a.latency_ms:.0f} ms", a.error or "",
+                _excerpt(a.response_excerpt)] for a in dispatch.attempts])
 
 
 def _render_outcome(item: ActionPublic) -> None:

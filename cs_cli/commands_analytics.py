@@ -11,7 +11,7 @@ from cs_daemon.tenants import service as tenants
 
 from . import tenant_option
 from .context import runtime
-from .output import out, print_json
+from .output import cell, out, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +67,7 @@ def _render(r: dict) -> None:
         for col in ("playbook", "interventions", "success rate"):
             t.add_column(col)
         for p in r["top_playbooks"]:
-            t.add_row(p["name"], str(p["interventions"]), "—" if p["success_rate"] is None else _pct(p["success_rate"]))
+            t.add_row(cell(p["name"]), str(p["interventions"]), "—" if p["success_rate"] is None else _pct(p["success_rate"]))
         out.print(t)
 
 
@@ -86,7 +86,7 @@ def _render_uplift(r: dict) -> None:
         t.add_column(col, justify=justify)
     for u in r["uplift"]:
         ci = u["uplift_ci"]
-        t.add_row(u["name"], _arm(u["treated"]), _arm(u["held_out"]),
+        t.add_row(cell(u["name"]), _arm(u["treated"]), _arm(u["held_out"]),
                   "—" if u["uplift"] is None else _points(u["uplift"]),
                   "—" if ci is None else f"{_points(ci[0])} to {_points(ci[1])}",
                   "[green]yes[/]" if u["uplift_significant"] else "no")

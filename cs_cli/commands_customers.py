@@ -4,6 +4,7 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from cs_daemon.customers import search, service
 from cs_daemon.customers.schemas import CustomerListItem, NextAction
@@ -17,7 +18,7 @@ from cs_daemon.tenants import service as tenants
 
 from . import tenant_option
 from .context import runtime
-from .output import Failure, out, print_json, table
+from .output import Failure, cell, out, print_json, styled, table
 
 app = typer.Typer(help="Customers (the tenant's end users).", no_args_is_help=True)
 
@@ -53,8 +54,8 @@ def list_(
         print_json({"customers": [r.model_dump(mode="json") for r in rows], "next_cursor": page.next_cursor})
         return
     table("Customers", ["id", "name", "stage", "risk", "health", "last activity"],
-          [[r.id, r.name if r.name != r.id else "", f"[{STAGE_COLOURS.get(r.lifecycle_stage, 'white')}]{r.lifecycle_stage}[/]",
-            f"[{RISK_COLOURS.get(r.risk_level, 'white')}]{r.risk_level}[/]", f"{r.health:5.1f}", r.last_activity_at]
+          [[r.id, r.name if r.name != r.id else "", styled(r.lifecycle_stage, STAGE_COLOURS.get(r.lifecycle_stage, "white")),
+            styled(r.risk_level, RISK_COLOURS.get(r.risk_level, "white")), f"{r.health:5.1f}", r.last_activity_at]
            for r in rows])
     if page.next_cursor:
         out.print(f"more: --cursor {page.next_cursor}", highlight=False)
@@ -106,7 +107,7 @@ def _render(c: CustomerDetail, recent: list[CustomerEvent], done: list[Intervent
     stage = STAGE_COLOURS.get(c.lifecycle_stage, "white")
     risk = RISK_COLOURS.get(c.risk_level, "white")
     for label, value in [
-        ("stage", f"[{stage}]{c.lifecycle_stage}[/]"), ("risk", f"[{risk}]{c.risk_level}[/]"),
+        ("stage", styled(c.lifecycle_stage, stage)), ("risk", styled(c.risk_level, risk)),
         ("health", _bar(c.health)), ("activation", _bar(c.activation_score)),
         ("engagement", _bar(c.engagement_score)), ("expansion", _bar(c.expansion_score)),
         ("email", c.email or "—"), ("company", c.company or "—"), ("role", c.role or "—"),
@@ -114,12 +115,13 @@ def _render(c: CustomerDetail, recent: list[CustomerEvent], done: list[Intervent
         ("last activity", c.last_activity_at.isoformat(timespec="seconds") if c.last_activity_at else "never"),
         ("first seen", c.created_at.isoformat(timespec="seconds") if c.created_at else "—"),
     ]:
-        facts.add_row(label, value)
+        facts.add_row(label, cell(value))
     progress = c.milestone_progress or {}
     if progress.get("milestones"):
-        done = " ".join(("[green]✓[/] " if m["done"] else "[dim]·[/] ") + m["name"] for m in progress["milestones"])
+        done = Text(" ").join(Text.assemble(styled("✓ ", "green") if m["done"] else styled("· ", "dim"), m["name"])
+                              for m in progress["milestones"])
         facts.add_row("milestones", done)
-    title = f"{c.name}" + (f"  [dim]({c.id})[/]" if c.name != c.id else "") + ("  [yellow]TEST[/]" if c.test else "")
+    title = escape(c.name) + (f"  [dim]({escape(c.id)})[/]" if c.name != c.id else "") + ("  [yellow]TEST[/]" if c.test else "")
     out.print(Panel(facts, title=title, title_align="left", expand=False))
     if recent:
         table("Recent events", ["timestamp", "event", "source", "properties"],
@@ -132,14 +134,14 @@ def _render(c: CustomerDetail, recent: list[CustomerEvent], done: list[Intervent
         table("Decisions (cs interventions trace ID for one's trace)",
               ["made", "action", "decided by", "channel", "why not / intervention", "decision"],
               [[d.created_at, d.action, d.decided_by, d.channel,
-                escape(d.reason or "") if d.action == "none" else d.intervention_id, d.decision_id]
+                d.reason or "" if d.action == "none" else d.intervention_id, d.decision_id]
                for d in decided])
 
 
-def _bar(value: float, width: int = 20) -> str:
+def _bar(value: float, width: int = 20) -> Text:
     filled = int(round(value / 100 * width))
     colour = "green" if value >= 60 else "yellow" if value >= 40 else "red"
-    return f"[{colour}]{'█' * filled}[/][dim]{'░' * (width - filled)}[/] {value:5.1f}"
+    return Text.assemble(styled("█" * filled, colour), styled("░" * (width - filled), "dim"), f" {value:5.1f}")
 
 
 def _short(props: dict) -> str:

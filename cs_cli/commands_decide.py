@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from cs_daemon.decisions import evaluation, service
@@ -11,7 +12,7 @@ from cs_daemon.tenants import service as tenants
 
 from . import tenant_option
 from .context import runtime
-from .output import out, print_json
+from .output import cell, out, print_json, styled
 
 app = typer.Typer(help="The decision engine.", no_args_is_help=True)
 
@@ -37,22 +38,22 @@ def dry_run(
         return
     d = body.decision
     if d.action == "none":
-        out.print(f"[bold]decision:[/bold] none — {d.reason}")
+        out.print(f"[bold]decision:[/bold] none — {escape(d.reason or '')}", highlight=False)
     else:
         target = d.channel or d.action_type or ""
-        out.print(f"[bold]decision:[/bold] [green]{d.action}[/green] {target} "
-                  f"(confidence {d.confidence}) via playbook {d.playbook_id}")
-        out.print(f"  {d.reasoning}", highlight=False)
+        out.print(f"[bold]decision:[/bold] [green]{d.action}[/green] {escape(target)} "
+                  f"(confidence {d.confidence}) via playbook {d.playbook_id}", highlight=False)
+        out.print(f"  {escape(d.reasoning or '')}", highlight=False)
     c = body.context
-    out.print(f"[dim]user {user_id}: stage {c.lifecycle_stage}, risk {c.risk_level}, activation "
-              f"{c.activation_score:g}; {c.matched_playbooks} active playbooks match[/dim]")
+    out.print(f"[dim]user {escape(user_id)}: stage {c.lifecycle_stage}, risk {c.risk_level}, activation "
+              f"{c.activation_score:g}; {c.matched_playbooks} active playbooks match[/dim]", highlight=False)
     rules = Table(title="Playbooks", title_justify="left", header_style="bold")
     for col in ("playbook", "verdict", "why", "channel", "confidence"):
         rules.add_column(col, overflow="fold")
     for verdict in body.rules.values():
         style = VERDICT_STYLE.get(verdict["verdict"], "")
-        rules.add_row(verdict["name"], f"[{style}]{verdict['verdict']}[/]", verdict["why"],
-                      verdict["channel"] or "", "" if verdict["confidence"] is None else str(verdict["confidence"]))
+        rules.add_row(cell(verdict["name"]), styled(verdict["verdict"], style), cell(verdict["why"]),
+                      cell(verdict["channel"] or ""), "" if verdict["confidence"] is None else str(verdict["confidence"]))
     out.print(rules)
 
 

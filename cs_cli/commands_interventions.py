@@ -12,7 +12,7 @@ from cs_daemon.interventions.schemas import EscalationPublic, InterventionPublic
 
 from . import tenant_option
 from .context import runtime
-from .output import out, print_json, success, table
+from .output import out, print_json, styled, success, table
 
 app = typer.Typer(help="Interventions: review what the engine planned.", no_args_is_help=True)
 escalations = typer.Typer(help="Escalations: users handed to the team.", no_args_is_help=True)
@@ -40,7 +40,7 @@ def list_(
         print_json({"interventions": [r.model_dump(mode="json") for r in rows]})
         return
     table("Interventions", ["id", "user", "channel", "status", "confidence", "planned", "message"],
-          [[r.id, r.user_id, r.channel, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
+          [[r.id, r.user_id, r.channel, styled(r.status, STATUS_STYLE.get(r.status, "")),
             "" if r.confidence is None else f"{r.confidence:.2f}", r.planned_at,
             (r.message_body or "")[:50] + ("…" if r.message_body and len(r.message_body) > 50 else "")] for r in rows])
 
@@ -114,7 +114,7 @@ def trace_(intervention_id: str, json_: bool = JSON):
 
 
 def _cell(value) -> str:
-    return "" if value is None else escape(str(value))
+    return "" if value is None else str(value)
 
 
 def _render_trace(t: dict) -> None:
@@ -126,9 +126,9 @@ def _render_trace(t: dict) -> None:
         out.print(f"  {escape(str(choice['reasoning']))}", highlight=False)
     if t.get("reason"):
         out.print(f"  reason: {escape(str(t['reason']))}", highlight=False)
-    table("Features", ["feature", "value"], [[escape(str(k)), _cell(v)] for k, v in (t.get("features") or {}).items()])
+    table("Features", ["feature", "value"], [[k, _cell(v)] for k, v in (t.get("features") or {}).items()])
     table("Rules", ["playbook", "verdict", "why", "channel", "confidence"],
-          [[escape(r.get("name") or r.get("playbook_id") or ""), r.get("verdict"), _cell(r.get("why")),
+          [[r.get("name") or r.get("playbook_id") or "", r.get("verdict"), _cell(r.get("why")),
             r.get("channel"), r.get("confidence")] for r in t.get("rules") or []])
     table("Options", ["option", "scope", "estimate", "uncertainty", "successes", "trials", "probability"],
           [[_cell(o.get("option")), o.get("scope") or o.get("kind"), o.get("estimate"), o.get("uncertainty"),
@@ -149,7 +149,7 @@ def _render_trace(t: dict) -> None:
 def _checks(checks) -> str:
     if not isinstance(checks, list):
         return _cell(checks)
-    return ", ".join(f"{escape(str(c.get('check', '?')))}: {'pass' if c.get('passed') else 'FAIL'}"
+    return ", ".join(f"{c.get('check', '?')}: {'pass' if c.get('passed') else 'FAIL'}"
                      for c in checks if isinstance(c, dict))
 
 
@@ -168,5 +168,5 @@ def list_escalations(
         print_json({"escalations": [r.model_dump(mode="json") for r in rows]})
         return
     table("Escalations", ["id", "user", "severity", "status", "created", "reason", "handled by"],
-          [[r.id, r.user_id, r.severity or "", f"[{STATUS_STYLE.get(r.status or '', '')}]{r.status}[/]",
+          [[r.id, r.user_id, r.severity or "", styled(r.status, STATUS_STYLE.get(r.status or "", "")),
             r.created_at, (r.reasoning or "")[:50], r.handled_by or ""] for r in rows])

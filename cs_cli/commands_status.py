@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import typer
+from rich.markup import escape
 
 from cs_daemon import status as checks
 
 from .context import runtime
-from .output import out, print_json, table
+from .output import out, print_json, styled, table
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _render(r: checks.Report) -> None:
-    rows = [[kind, p["host"], p["pid"], f"{p['last_beat_seconds_ago']:.0f} s ago", "yes" if p["alive"] else "[red]no[/]"]
+    rows = [[kind, p["host"], p["pid"], f"{p['last_beat_seconds_ago']:.0f} s ago", "yes" if p["alive"] else styled("no", "red")]
             for kind, procs in r.processes.items() for p in procs]
     table("Processes (heartbeats)", ["kind", "host", "pid", "last beat", "alive"], rows)
     table("Job queues", ["queue", "ready", "delayed", "oldest waiting"],
@@ -51,6 +52,6 @@ def _render(r: checks.Report) -> None:
                for s in r.sweeps["runs"]])
     out.print(f"open in-app streams: {r.streams_open}", highlight=False)
     for f in r.findings:
-        out.print(("[red]stuck[/]: " if f.stuck else "[yellow]warning[/]: ") + f.message, highlight=False)
+        out.print(("[red]stuck[/]: " if f.stuck else "[yellow]warning[/]: ") + escape(f.message), highlight=False)
     colour = "red" if r.verdict != "ok" else "green"
-    out.print(f"[bold {colour}]{r.summary}[/]", highlight=False)
+    out.print(f"[bold {colour}]{escape(r.summary)}[/]", highlight=False)

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy.orm import Session
 
 from cs_daemon.delivery import service as delivery
@@ -30,7 +31,7 @@ from cs_daemon.webhooks.schemas import DeliveryPublic, EndpointPublic
 
 from . import tenant_option
 from .context import runtime
-from .output import Failure, listed, out, print_json, success, table
+from .output import Failure, cell, listed, out, print_json, styled, success, table
 
 app = typer.Typer(help="Outbound webhook deliveries: the log, attempts and replay.", no_args_is_help=True)
 
@@ -112,7 +113,7 @@ def _public(session: Session, rows: list[Delivery]) -> list[DeliveryPublic]:
 
 def _log_table(title: str, logged: list[DeliveryPublic]) -> None:
     table(title, ["id", "endpoint", "event type", "status", "attempts", "last result", "next attempt", "created"],
-          [[d.id, d.endpoint_id or escape(d.url), d.event_type, _status(d.status), len(d.attempts),
+          [[d.id, d.endpoint_id or d.url, d.event_type, _status(d.status), len(d.attempts),
             _last_result(d), _short_time(d.next_attempt_at), _short_time(d.created_at)] for d in logged])
 
 
@@ -120,8 +121,8 @@ def _short_time(value) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
 
 
-def _status(status: str) -> str:
-    return f"[{STATUS_COLOURS.get(status, 'white')}]{status}[/]"
+def _status(status: str) -> Text:
+    return styled(status, STATUS_COLOURS.get(status, "white"))
 
 
 def _last_result(d: DeliveryPublic) -> str:
@@ -131,7 +132,7 @@ def _last_result(d: DeliveryPublic) -> str:
     code = "" if last.status_code is None else str(last.status_code)
     if not last.error or last.error == f"HTTP {code}":
         return code
-    return escape(f"{code} {last.error}".strip())
+    return f"{code} {last.error}".strip()
 
 
 # -- one delivery ----------------------------------------------------------------------------
@@ -166,17 +167,17 @@ def _render(item: DeliveryPublic, row: Delivery) -> None:
     for label, value in [
         ("status", _status(item.status)), ("event type", item.event_type), ("kind", item.kind),
         ("event id", item.event_id or "—"), ("tenant", row.tenant_id), ("endpoint", item.endpoint_id or "—"),
-        ("url", escape(item.url)), ("attempts", f"{len(item.attempts)} of {row.max_attempts}"),
+        ("url", item.url), ("attempts", f"{len(item.attempts)} of {row.max_attempts}"),
         ("next attempt", _when(item.next_attempt_at)), ("created", _when(item.created_at)),
         ("delivered", _when(item.delivered_at)),
     ]:
-        facts.add_row(label, value)
+        facts.add_row(label, cell(value))
     title = f"delivery {item.id}" + ("  [yellow]TEST[/]" if item.test else "")
     out.print(Panel(facts, title=title, title_align="left", expand=False))
     if item.attempts:
         table("Attempts", ["#", "at (UTC)", "status code", "latency", "error", "response"],
-              [[a.number, _short_time(a.at), a.status_code, f"{a.latency_ms:.0f} ms", escape(a.error or ""),
-                escape(_excerpt(a.response_excerpt))] for a in item.attempts])
+              [[a.number, _short_time(a.at), a.status_code, f"{a.latency_ms:.0f} ms", a.error or "",
+                _excerpt(a.response_excerpt)] for a in item.attempts])
 
 
 def _when(value) -> str:
@@ -243,7 +244,7 @@ def _replay_one(rt: Runtime, delivery_id: str, json_: bool) -> None:
     else:
         number = item.attempts[-1].number if item.attempts else 0
         out.print(f"[bold red]✗[/bold red] delivery {item.id}: attempt {number} failed "
-                  f"({_last_result(item) or 'no answer'}); it is now {_status(item.status)}")
+                  f"({escape(_last_result(item) or 'no answer')}); it is now {item.status}", highlight=False)
 
 
 def _replay_failed(rt: Runtime, tenant_id: str, window: timedelta, json_: bool) -> None:

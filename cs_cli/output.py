@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 class _Lazy:
     """A rich console made at use, so a redirected stream (a pipe, a test) is honoured;
@@ -40,12 +41,27 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def styled(value: Any, style: str) -> Text:
+    """A table cell or line part in a style; its text is never read as markup."""
+    return Text(str(value), style=style)
+
+
+def cell(value: Any) -> Text:
+    """A table cell: a styled Text as it is, anything else as plain text. A stored value
+    (a name, a user id, a label) may hold `[...]`, which rich would read as markup: a
+    crash on `[/x]`, a lost word on `[red]`."""
+    if isinstance(value, Text):
+        return value
+    return Text("" if value is None else value.isoformat(timespec="seconds") if isinstance(value, datetime)
+                else str(value))
+
+
 def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
-    t = Table(title=title, title_justify="left", header_style="bold")
+    t = Table(title=escape(title), title_justify="left", header_style="bold")
     for col in columns:
         t.add_column(col, overflow="fold", no_wrap=col in ("id", "prefix", "tenant_id", "member_id"))
     for row in rows:
-        t.add_row(*("" if v is None else (v.isoformat(timespec="seconds") if isinstance(v, datetime) else str(v)) for v in row))
+        t.add_row(*(cell(v) for v in row))
     out.print(t)
 
 
@@ -61,7 +77,7 @@ def listed(json_: bool, key: str, items: list, none: str, show: Callable[[list],
 
 
 def success(message: str) -> None:
-    out.print(f"[green]✓[/green] {message}")
+    out.print(f"[green]✓[/green] {escape(message)}", highlight=False)
 
 
 class Failure(Exception):

@@ -194,3 +194,30 @@ def test_customers_show_lists_the_interventions_as_the_api_does(cs, tenant, clie
     assert [i["id"] for i in _json(out)["interventions"]] == [made]
     code, out, _ = cs("customers", "show", "u1", "--tenant", tenant.id)
     assert code == 0 and "Interventions" in out and made in out and "planned" in out and "in_app" in out
+
+
+def test_stored_text_that_looks_like_markup_is_shown_as_it_is(cs, tenant, client, tmp_path):
+    """A name, a user id, a label is data: rich must not read `[/x]` (a crash, after the
+    write was made) or `[red]` (a word lost) in it, in any table or line."""
+    code, out, err = cs("tenant", "create", "[/z] Co", "--owner-email", "z@z.example")
+    assert code == 0 and "[/z] Co" in out, err
+    code, out, _ = cs("tenant", "list")
+    assert code == 0 and "[/z] Co" in out
+    client.post("/api/track", headers=auth(tenant.key), json={"events": [
+        {"user_id": "[/u]", "event": "$identify", "properties": {"name": "[red]Red", "company": "[/c]"}},
+        {"user_id": "[/u]", "event": "signed_up"}]})
+    code, out, err = cs("customers", "list", "--tenant", tenant.id)
+    assert code == 0 and "[/u]" in out and "[red]Red" in out, err
+    code, out, err = cs("customers", "show", "[/u]", "--tenant", tenant.id)
+    assert code == 0 and "[red]Red" in out and "[/c]" in out, err
+    code, out, err = cs("decide", "dry-run", "[/u]", "--tenant", tenant.id)
+    assert code == 0 and "[/u]" in out, err
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps([{"name": "[/p] promo"}]))
+    code, out, err = cs("playbooks", "apply", str(path), "--tenant", tenant.id)
+    assert code == 0 and "[/p] promo" in out, err
+    code, out, err = cs("keys", "issue", "--tenant", tenant.id, "--role", "viewer", "--permission", "read",
+                        "--label", "[/oops]")
+    assert code == 0, err
+    code, out, err = cs("keys", "list", "--tenant", tenant.id)
+    assert code == 0 and "[/oops]" in out, err
