@@ -12,6 +12,7 @@ from cs_daemon.tenants import service as tenants
 
 from . import tenant_option
 from .context import runtime
+from .commands_webhooks import LONGEST
 from .output import cell, out, print_json, styled
 
 app = typer.Typer(help="The decision engine.", no_args_is_help=True)
@@ -63,12 +64,18 @@ def _since(text: str | None, now):
         return None
     unit = {"d": "days", "h": "hours"}.get(text[-1:])
     if unit and text[:-1].isdigit():
-        return now - timedelta(**{unit: int(text[:-1])})
+        span = timedelta(**{unit: int(text[:-1])}) if len(text) < 12 else None
+        if span is None or span > LONGEST:
+            raise typer.BadParameter("--since goes back at most 3650d")
+        return now - span
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
         raise typer.BadParameter("--since takes 7d, 12h or an ISO 8601 date and time") from None
-    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    if at < now - LONGEST:
+        raise typer.BadParameter("--since goes back at most 3650d")
+    return at
 
 
 @app.command("evaluate")

@@ -10,7 +10,7 @@ from cs_daemon.errors import NotFound
 from cs_daemon.team.models import ROLES
 from cs_daemon.tenants import service as tenants
 
-from . import tenant_option
+from . import params, tenant_option
 from .context import runtime
 from .output import print_json, success, table
 
@@ -32,6 +32,7 @@ def issue(
     for p in permission:
         if p not in PERMISSIONS:
             raise typer.BadParameter(f"{p!r} is not one of {', '.join(PERMISSIONS)}", param_hint="--permission")
+    label = params.text(label, "--label", 200)
     rt = runtime()
     with rt.session(tenant) as s:
         tenants.get(s, tenant, now=rt.now())
@@ -73,12 +74,15 @@ def revoke(
 ):
     """Revoke a key; requests with it get 401 from now on."""
     rt = runtime()
+    now = rt.now()
     with rt.session() as s:
         try:
-            key = keys.revoke(s, key_id, now=rt.now())
+            key = keys.revoke(s, key_id, now=now)
         except NotFound:
             raise NotFound(f"no API key with id {key_id}") from None
     if json_:
         print_json({"id": key.id, "revoked": True, "revoked_at": key.revoked_at})
+    elif key.revoked_at < now:
+        success(f"key {key.prefix}… was already revoked, at {key.revoked_at.isoformat(timespec='seconds')}")
     else:
         success(f"key {key.prefix}… revoked")

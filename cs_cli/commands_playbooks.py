@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 import yaml
 from pydantic import ValidationError
 
+from cs_daemon import jsontext
 from cs_daemon.errors import ValidationFailed
 from cs_daemon.schemas import error_details
 from cs_daemon.playbooks import service
@@ -27,13 +27,19 @@ def _load(source: str) -> object:
     if source.lstrip().startswith(("{", "[")):
         text, kind = source, "json"
     elif path.is_file():
-        text, kind = path.read_text(), ("yaml" if path.suffix.lower() in (".yaml", ".yml") else "json")
+        text, kind = path.read_bytes(), ("yaml" if path.suffix.lower() in (".yaml", ".yml") else "json")
     else:
         raise Failure(f"{source!r} is neither JSON nor a readable file", "validation_failed", 2)
-    try:
-        return yaml.safe_load(text) if kind == "yaml" else json.loads(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0]
+    try:   # what the API would take: UTF-8, JSON read as its bodies are (jsontext: depth, NUL, ...)
+        value = yaml.safe_load(text.decode() if isinstance(text, bytes) else text) if kind == "yaml" \
+            else jsontext.loads(text)
+        if jsontext.depth(value) > jsontext.MAX_DEPTH:
+            raise ValueError(f"nested deeper than {jsontext.MAX_DEPTH} levels")
+        return value
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        if isinstance(exc, RecursionError):
+            first = f"nested deeper than {jsontext.MAX_DEPTH} levels"
         raise Failure(f"cannot parse {source if kind == 'yaml' or path.is_file() else 'the JSON given'}: {first}",
                       "validation_failed", 2) from None
 

@@ -28,6 +28,8 @@ def register(app: typer.Typer) -> None:
     ):
         """Run the daemon. Embedded (no REDIS_URL): API and worker in this one process.
         Production (REDIS_URL set): supervise gunicorn API processes and Dramatiq workers."""
+        if not host.strip():
+            raise typer.BadParameter("must name an address (127.0.0.1, 0.0.0.0, a host name)", param_hint="--host")
         rt = runtime()
         require_current_schema(rt)
         if rt.settings.production:

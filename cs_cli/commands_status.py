@@ -16,9 +16,9 @@ from .output import out, print_json, styled, table
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
-        overdue_after: int = typer.Option(300, "--overdue-after", min=0, metavar="SECONDS",
+        overdue_after: int = typer.Option(300, "--overdue-after", min=0, max=315_360_000, metavar="SECONDS",
                                           help="A delivery due longer ago than this and still open is stuck."),
-        queue_age: int = typer.Option(300, "--queue-age", min=0, metavar="SECONDS",
+        queue_age: int = typer.Option(300, "--queue-age", min=0, max=315_360_000, metavar="SECONDS",
                                       help="A job waiting longer than this is stuck."),
         json_: bool = typer.Option(False, "--json", help="Print a JSON document."),
     ):

@@ -6,7 +6,7 @@ from cs_daemon.team import mail, service
 from cs_daemon.team.models import ROLES
 from cs_daemon.tenants import service as tenants
 
-from . import tenant_option
+from . import params, tenant_option
 from .context import runtime
 from .output import print_json, success, table
 
@@ -44,8 +44,7 @@ def invite(
     """Invite someone; prints the invitation token (valid 7 days) and emails it when SMTP_URL is set."""
     if role not in ROLES:
         raise typer.BadParameter(f"must be one of {', '.join(ROLES)}", param_hint="--role")
-    if "@" not in email:
-        raise typer.BadParameter("must be an email address", param_hint="EMAIL")
+    email = params.email(email, "EMAIL")
     rt = runtime()
     with rt.session(tenant) as s:
         tenants.get(s, tenant, now=rt.now())

@@ -5,7 +5,7 @@ import typer
 from cs_daemon import plans
 from cs_daemon.tenants import service as tenants
 
-from . import tenant_option
+from . import params, tenant_option
 from .commands_flags import OnOff, switch
 from .context import runtime
 from .output import out, print_json, success, table
@@ -25,13 +25,12 @@ def create(
     """Create a tenant with its first admin member and an admin `full` key (shown once)."""
     if plan not in plans.TIERS:
         raise typer.BadParameter(f"must be one of {', '.join(plans.TIERS)}", param_hint="--plan")
-    if "@" not in owner_email:
-        raise typer.BadParameter("must be an email address", param_hint="--owner-email")
-    if owner_name is not None and not 1 <= len(owner_name.strip()) <= 200:
-        raise typer.BadParameter("must be 1 to 200 characters", param_hint="--owner-name")
+    owner_email = params.email(owner_email, "--owner-email")
+    owner_name = params.text(owner_name, "--owner-name", 200)
+    name = params.text(name, "NAME", 200)
     rt = runtime()
     with rt.session() as s:
-        made = tenants.create(s, name=name, owner_email=owner_email, owner_name=owner_name and owner_name.strip(),
+        made = tenants.create(s, name=name, owner_email=owner_email, owner_name=owner_name,
                               now=rt.now(),
                               plan_tier=plan, partner=partner)
     result = {"tenant_id": made.tenant.id, "slug": made.tenant.slug, "api_key": made.key.secret,

@@ -37,7 +37,8 @@ from .output import Failure, fail_line
 
 app = typer.Typer(
     name="cs",
-    help="Customer-success automation service: run the daemon and manage tenants, keys and flags.",
+    help="Customer-success automation service: run the daemon, and manage tenants, keys, playbooks, "
+         "interventions, webhooks and the kill switch and shadow mode.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -83,7 +84,7 @@ def run(argv: list[str]) -> int:
         sys.stderr.write(exc.format_message() + "\n")
         return 2
     except (click.ClickException, typer_click.exceptions.ClickException) as exc:
-        fail_line(exc.format_message(), "usage", json_mode)
+        fail_line(" ".join(exc.format_message().split()), "usage", json_mode)   # click words some on lines
         return exc.exit_code
     except SettingsError as exc:
         fail_line(str(exc), "bad_setting", json_mode)

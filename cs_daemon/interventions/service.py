@@ -81,13 +81,23 @@ def pause(session: Session, intervention_id: str, *, now: datetime) -> Intervent
     return iv
 
 
+def _check_reason(reason: str | None, *, least: int) -> None:
+    """A reason's length as the request bodies take it (RejectBody, RollbackBody, FlagBody),
+    for the callers that build none (cs)."""
+    if reason is not None and not least <= len(reason) <= 2000:
+        words = "1 to 2000 characters" if least else "at most 2000 characters"
+        raise ValidationFailed(f"the reason must be {words}", [{"field": "reason", "message": f"must be {words}"}])
+
+
 def reject(session: Session, intervention_id: str, reason: str, *, now: datetime) -> Intervention:
+    _check_reason(reason, least=0)
     iv = get(session, intervention_id)
     states.change(session, iv, "reject", "rejected", allowed=states.FROM["reject"], reason=reason, updated_at=now)
     return iv
 
 
 def rollback(session: Session, intervention_id: str, reason: str | None, *, now: datetime) -> Intervention:
+    _check_reason(reason, least=0)
     iv = get(session, intervention_id)
     was = states.change(session, iv, "roll back", "rolled_back", allowed=states.FROM["rollback"], reason=reason,
                         updated_at=now, attribution_until=None)
@@ -111,9 +121,7 @@ def edit_message(session: Session, intervention_id: str, message_body: str, *, n
 
 
 def flag(session: Session, intervention_id: str, reason: str, *, now: datetime) -> Intervention:
-    if not 1 <= len(reason) <= 2000:   # as FlagBody says, for the callers that build none (cs)
-        raise ValidationFailed("the reason must be 1 to 2000 characters",
-                               [{"field": "reason", "message": "must be 1 to 2000 characters"}])
+    _check_reason(reason, least=1)
     iv = session.get(Intervention, intervention_id)
     if iv is None:
         raise NotFound("intervention not found")

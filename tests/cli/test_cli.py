@@ -44,15 +44,43 @@ def test_tenant_create_with_plan(cs, client):
     (["tenant", "create", "X"], "--owner-email"),
     (["keys", "issue", "--tenant", "nope", "--role", "admin", "--permission", "full"], "tenant not found"),
     (["kill-switch", "maybe", "--tenant", "{tenant}"], "maybe"),
+    (["kill-switch", "--tenant", "{tenant}"], "on, off"),                 # click's list on one line
     (["no-such-command"], "no-such-command"),
+    (["tenant", "create", "X", "--owner-email", "@"], "email"),
+    (["tenant", "create", "X", "--owner-email", "a" * 320 + "@b.co"], "email"),
+    (["tenant", "create", "x" * 201, "--owner-email", "a@b.co"], "200 characters"),
+    (["team", "invite", "@", "--tenant", "{tenant}"], "email"),
+    (["keys", "issue", "--tenant", "{tenant}", "--role", "admin", "--permission", "full", "--label", "l" * 201],
+     "200 characters"),
+    (["decide", "evaluate", "--tenant", "{tenant}", "--since", "999999999999d"], "3650d"),
+    (["decide", "evaluate", "--tenant", "{tenant}", "--since", "1000000d"], "3650d"),
+    (["decide", "evaluate", "--tenant", "{tenant}", "--since", "0001-01-01T00:00:00+05:00"], "3650d"),
+    (["status", "--queue-age", "99999999999999999999999"], "queue-age"),
+    (["playbooks", "apply", "{latin1}", "--tenant", "{tenant}"], "cannot parse"),
+    (["playbooks", "apply", "{deep}", "--tenant", "{tenant}"], "deeper than 100 levels"),
+    (["playbooks", "preview-count", "--tenant", "{tenant}", "--conditions", "{deep}"], "deeper than 100 levels"),
+    (["serve", "--host", ""], "--host"),
 ])
-def test_bad_input_is_one_clear_line_and_non_zero(cs, tenant, argv, words):
-    code, out, err = cs(*(a.format(tenant=tenant.id) for a in argv))
+def test_bad_input_is_one_clear_line_and_non_zero(cs, tenant, argv, words, tmp_path):
+    latin1, deep = tmp_path / "latin1.yaml", tmp_path / "deep.json"
+    latin1.write_bytes("- name: Caf\u00e9\n".encode("latin-1"))
+    deep.write_text("[" * 3000 + "]" * 3000)
+    code, out, err = cs(*(a.format(tenant=tenant.id, latin1=latin1, deep=deep) for a in argv))
     assert code != 0
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     assert lines[0].startswith("error:") and words in lines[0]
     assert "Traceback" not in err
+
+
+def test_revoking_a_revoked_key_says_so(cs, tenant, clock):
+    code, out, _ = cs("keys", "issue", "--tenant", tenant.id, "--role", "viewer", "--permission", "read", "--json")
+    key_id = _json(out)["id"]
+    code, out, _ = cs("keys", "revoke", key_id)
+    assert code == 0 and "already" not in out
+    clock.advance(minutes=1)
+    code, out, _ = cs("keys", "revoke", key_id)
+    assert code == 0 and "already revoked" in out
 
 
 def test_bad_input_with_json_prints_one_json_error(cs):

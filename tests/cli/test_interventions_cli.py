@@ -72,3 +72,11 @@ def test_a_flag_needs_a_reason_as_the_api_says(cs, tenant, client):
     assert item["flagged"] is False                              # neither way flagged it
     code, out, _ = cs("interventions", "flag", iv, "--reason", "tone", "--json")
     assert code == 0 and json.loads(out)["flagged"] is True
+
+
+def test_reasons_are_as_long_as_the_api_takes(cs, tenant, client):
+    iv = _planned(client, tenant)
+    for verb in ("reject", "rollback"):
+        code, _, err = cs("interventions", verb, iv, "--reason", "r" * 2001)
+        assert code == 1 and "at most 2000 characters" in err and len(err.strip().splitlines()) == 1
+    assert client.get("/api/interventions", headers=auth(tenant.key)).json["interventions"][0]["status"] == "planned"
