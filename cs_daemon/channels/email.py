@@ -26,6 +26,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
+from email import policy as email_policy
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parseaddr
 from typing import Callable
@@ -105,10 +106,16 @@ def compose(*, mail_from: str, to: str, subject: str, message: str, unsubscribe_
     return msg
 
 
+# Headers fold at RFC 5322's 998 characters, not 78: a value with no space to fold at (the
+# List-Unsubscribe URL) would otherwise be RFC 2047-encoded, which a mail client does not
+# decode in that header, and its one-click unsubscribe would be gone.
+LONG_LINES = email_policy.default.clone(max_line_length=998)
+
+
 def addressed(mail_from: str, to: str, subject: str, *, default_subject: str = "") -> EmailMessage:
     """A new message with its From, To, Subject (one line of at most 200 characters, else
     `default_subject`), Date and a Message-ID on the sender's domain: what every mail starts with."""
-    msg = EmailMessage()
+    msg = EmailMessage(policy=LONG_LINES)
     msg["From"] = mail_from
     msg["To"] = to
     msg["Subject"] = " ".join(subject.split())[:200] or default_subject

@@ -127,6 +127,8 @@ def test_an_approved_email_reaches_the_smtp_server_with_an_unsubscribe_link(clie
     assert link.startswith(f"{PUBLIC_URL}/api/unsubscribe?token=")
     assert f'href="{link}"' in page
     assert msg["List-Unsubscribe"] == f"<{link}>"
+    # as written on the wire, not RFC 2047-encoded: a mail client reads the URL from it
+    assert f"List-Unsubscribe: <{link}>\r\n".encode() in got.raw
     assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert optout.read_token(rt.settings.secret_key, parse_qs(urlsplit(link).query)["token"][0]) == \
         optout.Unsubscribe(tenant.id, "u1", "email")

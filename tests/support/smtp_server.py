@@ -27,6 +27,7 @@ class Received:
     rcpt_tos: list[str]
     message: EmailMessage
     over_tls: bool
+    raw: bytes = b""     # the message as it came over the wire
 
 
 @dataclass
@@ -65,7 +66,8 @@ class Mailbox:
             return self.refuse_data
         message = email.message_from_bytes(envelope.original_content, policy=email.policy.default)
         self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), message,
-                                      over_tls=session.ssl is not None or self.implicit_tls))
+                                      over_tls=session.ssl is not None or self.implicit_tls,
+                                      raw=envelope.original_content))
         return "250 Message accepted for delivery"
 
     def close(self) -> None:
