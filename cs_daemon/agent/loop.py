@@ -109,6 +109,9 @@ def _complete(client, model: str, messages: list[dict], timeout: float, budget: 
     except openai.OpenAIError as exc:
         _unavailable()
         raise _Stop(f"model call failed ({type(exc).__name__})") from None
+    except ValueError:   # a 200 whose body is not JSON: the client's parse raises JSONDecodeError
+        _unavailable()
+        raise _Stop("the answer was not a chat completion") from None
     metrics.bump(metrics.LLM_CALLS, outcome="ok")
     return completion
 

@@ -148,6 +148,9 @@ class MessageWriter:
         except openai.OpenAIError as exc:
             metrics.bump(metrics.LLM_CALLS, outcome="unavailable")
             raise WriterUnavailable(f"model call failed ({type(exc).__name__})") from None
+        except ValueError:   # a 200 whose body is not JSON: the client's parse raises JSONDecodeError
+            metrics.bump(metrics.LLM_CALLS, outcome="unavailable")
+            raise WriterUnavailable("answer was not a chat completion") from None
         total = _count_tokens(completion)
         if used is not None:
             used.append(total)
@@ -240,7 +243,8 @@ def parse_answer(content: str, channel: str) -> ModelAnswer:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "answer"
-        raise WriterUnavailable(f"answer had the wrong shape ({where}: {first['msg']})") from None
+        problem = first["msg"].removeprefix("Value error, ")   # pydantic's prefix of a validator's words
+        raise WriterUnavailable(f"answer had the wrong shape ({where}: {problem})") from None
 
 
 def _json_object(content: str):

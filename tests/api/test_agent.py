@@ -222,6 +222,8 @@ FALLBACKS = {
     "timeout": ({"ai_time_budget_s": 0.5}, [tool_reply(tool_call("get_customer"), delay_s=2.0),
                                             model_answer("Hi Ada.", "Welcome.")], "model timed out"),
     "http 500": ({}, [Reply(status=500), model_answer("Hi Ada.", "Welcome.")], "model server answered HTTP 500"),
+    "not json": ({}, [Reply(raw=b"<html>not json at all"), model_answer("Hi Ada.", "Welcome.")],
+                 "the answer was not a chat completion"),
     "malformed arguments": ({}, [tool_reply(tool_call("get_playbook", "{not json")), model_answer("Hi Ada.", "W.")],
                             "malformed arguments for get_playbook"),
     "no tool call": ({}, [model_answer("Hi Ada.", "Welcome.")], "the model answered without a tool call"),

@@ -122,7 +122,7 @@ def test_a_message_longer_than_the_channel_allows_falls_back(server):
     server.script = [model_answer("Hi Ada. " + "x" * 300, "too long for in_app")]
     draft = write(writer_for(server), channel="in_app")
     assert draft.source == "template" and draft.message == TEMPLATE
-    assert "308 characters, more than the channel's 280" in draft.fallback_reason
+    assert draft.fallback_reason == "answer had the wrong shape (message: 308 characters, more than the channel's 280)"
 
 
 def test_an_http_500_falls_back_to_the_template(server):
@@ -133,6 +133,11 @@ def test_an_http_500_falls_back_to_the_template(server):
 
 def test_a_reply_that_is_not_a_chat_completion_falls_back(server):
     server.script = [Reply(raw=b'{"object": "list", "data": []}')]
+    assert_fell_back(write(writer_for(server)), "answer was not a chat completion")
+
+
+def test_a_reply_that_is_not_json_at_all_falls_back(server):
+    server.script = [Reply(raw=b"<html>not json at all")]
     assert_fell_back(write(writer_for(server)), "answer was not a chat completion")
 
 
