@@ -30,8 +30,10 @@ PROFILE_FIELDS = ("name", "company", "role", "team_size", "locale", "lifecycle_s
                   "created_at")
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
-_SECRET_KEY = re.compile(r"pass(word)?|secret|token|api[_-]?key|authori[sz]ation|credential|private[_-]?key|cookie",
-                         re.IGNORECASE)
+# `pass` not followed by a letter (pass, pass_hash, password, passwd), so a check's
+# `passed` and `passed_all` stay readable
+_SECRET_KEY = re.compile(r"pass(word|wd|phrase)?(?![a-z])|secret|token|api[_-]?key|authori[sz]ation|credential|"
+                         r"private[_-]?key|cookie", re.IGNORECASE)
 
 
 def scrub(value: Any, depth: int = 0) -> Any:

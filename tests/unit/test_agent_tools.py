@@ -14,6 +14,13 @@ def test_scrub_hides_addresses_and_secret_values_and_keeps_the_rest():
     assert out["nested"] == [{"password": "[hidden]", "plan": "pro", "n": 3, "ok": True}]
 
 
+def test_a_checks_passed_is_not_taken_for_a_password():
+    out = scrub({"checks": [{"check": "placeholders", "passed": False}], "passed_all": True,
+                 "pass": "x", "pass_hash": "y", "passwd": "z", "Passphrase": "w"})
+    assert out["checks"] == [{"check": "placeholders", "passed": False}] and out["passed_all"] is True
+    assert {out[k] for k in ("pass", "pass_hash", "passwd", "Passphrase")} == {"[hidden]"}
+
+
 def test_long_texts_and_lists_are_cut():
     assert len(scrub("x" * 5000)) == 501 and len(scrub(list(range(500)))) == 50
     assert len(summary("y" * 1000)) == 300
