@@ -271,7 +271,8 @@ def record(session: Session, tenant: Tenant, customer: Customer, proposal: Propo
         "user_id": customer.id, "playbook_id": spec.id, "action": made.action, "channel": made.channel,
         "action_type": made.action_type, "action_id": action_id, "confidence": made.confidence,
         "reasoning": proposal.reasoning, "intervention_id": intervention.id if intervention else None,
-        "status": intervention.status if intervention else None, "decided_at": now.isoformat()})]
+        "status": intervention.status if intervention else None, "decided_at": now.isoformat(),
+        "decision_id": proposal.decision_id, "propensity": trace.propensity_of(made)})]
     if made.action == "escalate" and intervention.status != "shadow":
         events.append(("intervention.escalated", {
             "intervention_id": intervention.id, "user_id": customer.id, "playbook_id": spec.id,

@@ -71,6 +71,7 @@ def test_a_trigger_event_owes_a_decision_that_becomes_a_planned_intervention(cli
     assert [c["check"] for c in iv.quality_checks] and all(c["passed"] for c in iv.quality_checks)
     [rec] = _outbox(rt, tenant, "decision.recommended")
     assert rec["intervention_id"] == iv.id and rec["action"] == "send" and rec["playbook_id"] == pid
+    assert rec["decision_id"] == iv.decision_id and 0 < rec["propensity"] <= 1   # the learner drew the channel
     assert _owed(rt, tenant)[0].done_at is not None
     _decide_owed(rt, tenant)                     # a second run of the same request does nothing
     assert len(_interventions(rt, tenant)) == 1
