@@ -38,6 +38,9 @@ def dry_run_with_agent(session: Session, user_id: str, *, now: datetime,
     learner = context.learner(session, customer, specs, config.decision_features or [])
     history = context.history(session, user_id, now, live_only=not customer.test, policy=context.policy_of(config))
     made = decide(user, specs, history, now=now, every=True, learner=learner)
+    if tenant.kill_switch_active:   # what the engine would do now: nothing (each playbook's verdict still shown)
+        made = Decision(action="none", reason="the kill switch is on", matched_playbooks=made.matched_playbooks,
+                        verdicts=made.verdicts, considered=made.considered)
     run = None
     if writer is not None and agent_service.wanted(writer, config, made):
         run = agent_service.run(session, tenant.id, customer, made, specs, writer=writer, config=config, now=now,

@@ -58,6 +58,18 @@ def test_dry_run_says_why_none(client, tenant):
     assert body["decision"] == {"action": "none", "reason": "no active playbooks"}
 
 
+def test_dry_run_with_the_kill_switch_on_decides_nothing_and_still_shows_the_verdicts(client, tenant):
+    ids = _setup(client, tenant)
+    h = auth(tenant.key)
+    client.put("/api/settings/kill-switch", headers=h, json={"active": True})
+    body = client.post("/api/interventions/dry-run", headers=h, json={"user_id": "u1"}).json
+    assert body["decision"] == {"action": "none", "reason": "the kill switch is on"}
+    assert body["context"]["matched_playbooks"] == 2 and body["rules"][ids["welcome"]]["verdict"] == "picked"
+    client.put("/api/settings/kill-switch", headers=h, json={"active": False})
+    body = client.post("/api/interventions/dry-run", headers=h, json={"user_id": "u1"}).json
+    assert body["decision"]["action"] == "send"
+
+
 def test_dry_run_decision_that_sends_has_no_null_field(client, tenant):
     _setup(client, tenant)
     d = client.post("/api/interventions/dry-run", headers=auth(tenant.key), json={"user_id": "u1"}).json["decision"]
