@@ -244,7 +244,9 @@ def decide(user: UserContext, playbooks: PlaybookSet | list[PlaybookSpec], histo
         pb = pset.playbooks[i]
         verdict = decision.verdicts[pb.id] = Verdict(pb.id, pb.name, True, "not_matched", "")
         if not considered(pb, events=events, state_changed=state_changed, every=every):
-            verdict.verdict, verdict.why = "not_triggered", f"waits for its trigger event {pb.trigger!r}"
+            verdict.verdict, verdict.why = "not_triggered", (
+                f"waits for its trigger event {pb.trigger!r}" if pb.trigger
+                else "has no trigger event: waits for the decision sweep or a change of the user's stage or risk")
             continue
         blocked = _blocked(pset, i, user, history, now, verdict, limits_for(pb, history.policy, limits))
         if blocked:

@@ -88,7 +88,10 @@ def test_triggers_and_exit_conditions():
     assert decide(user(), [triggered], History(), now=NOW, events=["signed_up"]).action == "send"
     assert decide(user(), [triggered], History(), now=NOW, every=True).action == "send"
     plain = pb("p")
-    assert decide(user(), [plain], History(), now=NOW, events=["clicked"]).rules["p"].verdict == "not_triggered"
+    waiting = decide(user(), [plain], History(), now=NOW, events=["clicked"])
+    assert waiting.rules["p"].verdict == "not_triggered" and "None" not in waiting.reason
+    assert "has no trigger event: waits for the decision sweep" in waiting.rules["p"].why
+    assert "'signed_up'" in decide(user(), [triggered], History(), now=NOW).rules["t"].why
     assert decide(user(), [plain], History(), now=NOW, events=["clicked"], state_changed=True).action == "send"
     done = pb("d", exit_={"field": "lifecycle_stage", "op": "eq", "value": "onboarding"})
     assert "exit conditions" in decide(user(), [done], History(), now=NOW).reason
