@@ -178,6 +178,21 @@ def test_an_ineligible_choice_is_refused_and_a_later_valid_one_is_taken(ai, tena
     assert [a["result_summary"].startswith("error") for a in actions] == [False, True, True, False]
 
 
+def test_a_dry_run_by_a_key_first_used_charges_the_agents_tokens_without_waiting(ai, tenant, model):
+    """The key's first use is written (last_used_at); on SQLite, had that write held the
+    request's transaction open, the agent's token count (a unit of work of its own) would
+    wait on its lock for the busy time-out and the dry run end in a 503."""
+    rt, client = ai
+    pid = _welcome(client, tenant)
+    _signup(client, tenant)
+    model.script = [tool_reply(tool_call("list_options")), _decide(f"{pid}:in_app", "in-app is quicker", 0.6)]
+    started = time.monotonic()
+    resp = client.post("/api/interventions/dry-run", headers=auth(tenant.issue("editor", ["decide"])),
+                       json={"user_id": "u1"})
+    assert resp.status_code == 200 and resp.json["agent"]["tokens"] == 40, resp.json
+    assert time.monotonic() - started < 10
+
+
 def test_the_dry_run_runs_the_agent_and_writes_and_emits_nothing(ai, tenant, model, receiver):
     rt, client = ai
     pid = _welcome(client, tenant)

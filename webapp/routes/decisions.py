@@ -11,8 +11,12 @@ from ..api import Api, Call
 api = Api("Decisions")
 
 
+# No transaction of its own (it writes nothing but the key's last use, at once): the
+# agent's token count, in a unit of work of its own, must not wait on a lock the request
+# holds (SQLite's one writer) for the model's whole run.
 @api.route("POST", "/api/interventions/dry-run", access="decide", body=DryRunRequest, response=DryRunResponse,
-           errors=(404,), summary="The decision the engine would take for a user now; nothing is created")
+           atomic=False, errors=(404,),
+           summary="The decision the engine would take for a user now; nothing is created")
 def post_dry_run(call: Call):
     made, customer, agent, trace = service.dry_run_with_agent(call.session, call.body.user_id, now=call.now,
                                                               writer=call.rt.writer)
