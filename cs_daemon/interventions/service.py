@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ..customers import fields
 from ..customers.models import Customer
 from ..engine import messages
 from ..errors import NotFound, ValidationFailed
@@ -159,6 +160,19 @@ def handle(session: Session, escalation_id: str, *, action_taken: str, outcome: 
     return iv
 
 
+def _template_message(session: Session, tenant: Tenant, user_id: str, playbook_id: str | None,
+                      channel: str) -> tuple[str, list[dict]]:
+    """The playbook's template message for this user and channel (its default when the
+    playbook has none), with its quality checks: what a delegated escalation says."""
+    playbook = session.get(Playbook, playbook_id) if playbook_id else None
+    hints = playbook.strategy_hints if playbook is not None and isinstance(playbook.strategy_hints, dict) else {}
+    customer = session.get(Customer, (tenant.id, user_id))
+    user = {f: getattr(customer, f, None) for f in fields.ALL}
+    message = messages.render_template(hints.get("message_template"), channel=channel, user=user, hints=hints,
+                                       brand=tenant.brand_context)
+    return message, messages.quality_checks(message, channel=channel, brand=tenant.brand_context, hints=hints)
+
+
 def delegate(session: Session, tenant_id: str, escalation_id: str, *, channel: str, now: datetime) -> Intervention:
     """The escalation is delegated to a channel: a new intervention enters the pipeline,
     planned or approved as the approval mode says."""
@@ -166,8 +180,10 @@ def delegate(session: Session, tenant_id: str, escalation_id: str, *, channel: s
     states.change(session, esc, "delegate", "delegated", allowed=states.FROM["delegate"], updated_at=now)
     tenant = session.get(Tenant, tenant_id)
     mode = tenant_config.read(tenant.config).approval_mode
+    message, checks = _template_message(session, tenant, esc.user_id, esc.playbook_id, channel)
     iv = Intervention(tenant_id=tenant_id, user_id=esc.user_id, playbook_id=esc.playbook_id, status="planned",
-                      channel=channel, message_body=esc.suggested_action, reasoning=f"delegated escalation {esc.id}: {esc.reason or ''}".strip(),
+                      channel=channel, message_body=message, quality_checks=checks,
+                      reasoning=f"delegated escalation {esc.id}: {esc.reason or ''}".strip(),
                       source="delegated", test=esc.test, planned_at=now, updated_at=now)
     session.add(iv)
     session.flush()

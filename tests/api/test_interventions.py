@@ -237,6 +237,8 @@ def test_escalations_open_handle_and_delegate(client, world, rt, receiver):
     assert client.put(f"/api/escalations/{esc2}/delegate", headers=h, json={}).json["status"] == "delegated"
     delegated = [i for i in client.get("/api/interventions", headers=h).json["interventions"] if i["channel"] == "email"]
     assert len(delegated) == 1 and delegated[0]["status"] == "planned"
+    # it says something to the user: the playbook's template message, quality checked
+    assert delegated[0]["message_body"].startswith("Hi ") and delegated[0]["quality_checks"]
     bad = [({"user_id": "u1", "playbook_id": pid, "severity": "Urgent", "reason": "x"}, 400),
            ({"user_id": "ghost", "playbook_id": pid, "severity": "Low", "reason": "x"}, 404),
            ({"user_id": "u1", "playbook_id": pid, "severity": "Low", "reason": ""}, 400)]
