@@ -187,6 +187,6 @@ def delegate(session: Session, tenant_id: str, escalation_id: str, *, channel: s
                       source="delegated", test=esc.test, planned_at=now, updated_at=now)
     session.add(iv)
     session.flush()
-    if mode == "full_auto" and not tenant.shadow_mode:
-        approve(session, iv.id, now=now)
+    if mode == "full_auto" and not tenant.shadow_mode and messages.passed_all(checks):
+        approve(session, iv.id, now=now)   # a message that failed a check waits for a person, as the engine's does
     return esc

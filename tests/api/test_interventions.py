@@ -258,6 +258,16 @@ def test_escalations_open_handle_and_delegate(client, world, rt, receiver):
     assert resp.status_code == 400 and resp.json["details"][0]["field"] == "status"
     flagged = {e["id"]: (e["flagged"], e["flag_reason"]) for e in client.get("/api/escalations", headers=h).json["escalations"]}
     assert flagged == {esc: (True, "check the call"), esc2: (False, None)}
+    # in full_auto it goes out at once, unless a check failed (the brand asks to avoid a word it uses)
+    client.patch("/api/settings", headers=h, json={"approvalMode": "full_auto"})
+    for avoid, status in (([], "approved"), (["Hi"], "planned")):
+        client.patch("/api/settings/brand", headers=h, json={"things_to_avoid": avoid})
+        esc3 = client.post("/api/escalations", headers=h, json={"user_id": "u1", "playbook_id": pid,
+                                                               "severity": "Low", "reason": "again"}).json["id"]
+        client.put(f"/api/escalations/{esc3}/delegate", headers=h, json={"channel": "in_app"})
+        [made] = [i for i in client.get("/api/interventions", headers=h).json["interventions"]
+                  if esc3 in (i["reasoning"] or "")]
+        assert made["status"] == status or (status == "approved" and made["status"] in ("sent", "delivered"))
 
 
 def test_engine_full_auto_decisions_enter_the_pipeline(client, world, rt, receiver):
