@@ -114,11 +114,16 @@ def edit_message(session: Session, intervention_id: str, message_body: str, *, n
     iv = get(session, intervention_id)
     states.change(session, iv, "edit", "planned", allowed=states.FROM["edit"], message_body=message_body,
                   updated_at=now)
-    playbook = session.get(Playbook, iv.playbook_id) if iv.playbook_id else None
-    hints = playbook.strategy_hints if playbook is not None and isinstance(playbook.strategy_hints, dict) else {}
+    hints = _hints_of(session, iv.playbook_id)
     brand = session.get(Tenant, iv.tenant_id).brand_context
     iv.quality_checks = messages.quality_checks(message_body, channel=iv.channel, brand=brand, hints=hints)
     return iv
+
+
+def _hints_of(session: Session, playbook_id: str | None) -> dict:
+    """The strategy hints of the playbook (none for a manual intervention's)."""
+    playbook = session.get(Playbook, playbook_id) if playbook_id else None
+    return playbook.strategy_hints if playbook is not None and isinstance(playbook.strategy_hints, dict) else {}
 
 
 def flag(session: Session, intervention_id: str, reason: str, *, now: datetime) -> Intervention:
@@ -164,8 +169,7 @@ def _template_message(session: Session, tenant: Tenant, user_id: str, playbook_i
                       channel: str) -> tuple[str, list[dict]]:
     """The playbook's template message for this user and channel (its default when the
     playbook has none), with its quality checks: what a delegated escalation says."""
-    playbook = session.get(Playbook, playbook_id) if playbook_id else None
-    hints = playbook.strategy_hints if playbook is not None and isinstance(playbook.strategy_hints, dict) else {}
+    hints = _hints_of(session, playbook_id)
     customer = session.get(Customer, (tenant.id, user_id))
     user = {f: getattr(customer, f, None) for f in fields.ALL}
     message = messages.render_template(hints.get("message_template"), channel=channel, user=user, hints=hints,

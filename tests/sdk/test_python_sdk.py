@@ -69,10 +69,12 @@ def sdk(make_sdk):
 
 
 def stored(client, tenant, user_id: str) -> list[dict]:
-    """The user's events as the API lists them, oldest first."""
+    """The user's events as the API lists them, oldest first (by time, not by its text:
+    a time on a whole second has no fraction, `...:01Z`, and sorts after `...:01.005Z`)."""
     r = client.get(f"/api/customers/{user_id}", headers=auth(tenant.key))
     assert r.status_code == 200, r.json
-    return sorted(r.json["events"], key=lambda e: (e["timestamp"], e["properties"].get("i", -1)))
+    return sorted(r.json["events"], key=lambda e: (datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")),
+                                                  e["properties"].get("i", -1)))
 
 
 def numbers(events: list[dict]) -> list[int]:
