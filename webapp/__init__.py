@@ -8,7 +8,7 @@ import logging
 from flask import Flask, Response, g, request
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm.exc import StaleDataError
-from werkzeug.exceptions import ClientDisconnected, HTTPException
+from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
 
 from cs_daemon.clock import Clock
 from cs_daemon.config import Settings, load_settings
@@ -43,6 +43,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
     app.extensions["cs"] = rt
     app.extensions["cs_apis"] = apis = all_apis()
     requests_log.install(app)
+    app.before_request(_refuse_large_bodies)
     for api in apis:
         app.register_blueprint(api.blueprint())
     _install_error_handlers(app)
@@ -57,6 +58,20 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None,
 
     app.wsgi_app = stream_handoff.StreamHandoff(app.wsgi_app)    # in-app streams go to the event loop
     return app
+
+
+def _refuse_large_bodies() -> None:
+    """413 for a body over MAX_BODY, whether the route reads one or not (docs/api.md,
+    "Errors"). A body sent in chunks has no length ahead: it is read here, and werkzeug's
+    bound on its reading stops at MAX_BODY bytes without saying more were sent, so a
+    chunked body that reaches MAX_BODY is refused rather than cut and acted on."""
+    length = request.content_length
+    if length is not None:
+        if length > MAX_BODY:
+            raise RequestEntityTooLarge()
+    elif "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+        if len(request.get_data(cache=True)) >= MAX_BODY:
+            raise RequestEntityTooLarge()
 
 
 def _install_error_handlers(app: Flask) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -42,6 +43,37 @@ def test_body_over_one_mebibyte_is_413(client, tenant):
                         "Content-Type": "application/json"})
     assert resp.status_code == 413
     assert resp.json["code"] == "payload_too_large"
+
+
+def test_a_body_over_one_mebibyte_is_413_even_sent_in_chunks_or_to_a_route_reading_none(app, client, tenant):
+    """A chunked body has no length ahead: it was cut at 1 MiB and the first 1 MiB acted on."""
+    import http.client
+
+    from tests.support.sse import AppServer
+
+    event = b'{"events": [{"user_id": "chunky", "event": "signup"}]}'
+    server = AppServer(app)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server.server_port, timeout=30)
+        pieces = [event, b" " * (1024 * 1024), b" "]
+        conn.request("POST", "/api/track", body=iter(pieces), encode_chunked=True,
+                     headers={**auth(tenant.key), "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 413, resp.read()
+        conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", server.server.server_port, timeout=30)
+        conn.request("POST", "/api/track", body=iter([event.replace(b"chunky", b"small")]), encode_chunked=True,
+                     headers={**auth(tenant.key), "Content-Type": "application/json"})
+        small = conn.getresponse()
+        assert (small.status, json.loads(small.read())["accepted"]) == (200, 1)
+        conn.close()
+    finally:
+        server.close()
+    assert client.get("/api/customers/chunky", headers=auth(tenant.key)).status_code == 404
+    big = b"token=x&pad=" + b"x" * (1024 * 1024)
+    resp = client.post("/api/unsubscribe?token=abc", data=big,
+                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert (resp.status_code, resp.json["code"]) == (413, "payload_too_large")
 
 
 class _StoppedBody(io.BytesIO):
