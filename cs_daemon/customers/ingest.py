@@ -135,6 +135,15 @@ def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, t
     return _reserve_customers(session, tenant_id, user_ids, test=test, now=now)[0]
 
 
+def users_past_limit(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
+                     now: datetime) -> set[str]:
+    """On a tenant with a tracked-user limit, the users new to it that the limit leaves
+    out, the others created (their seats taken); none on a tenant without one."""
+    if _limit_and_config(session, tenant_id)[0] is None:
+        return set()
+    return _reserve_customers(session, tenant_id, list(dict.fromkeys(user_ids)), test=test, now=now)[0]
+
+
 def _reserve_customers(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
                        now: datetime) -> tuple[set[str], list[str]]:
     """ensure_customers, also returning the users this call created."""

@@ -163,10 +163,14 @@ class CustomEventResult(Wire):
     accepted: int
     rejected: int
     errors: list[dict[str, Any]]
+    over_limit: int | None = Field(None, description="Events of new users past the plan's tracked_user_limit: "
+                                                  "not stored, not broadcast; present only when some were")
 
 
 class Accepted(Wire):
     accepted: int
+    over_limit: int | None = Field(None, description="1 when the event's user is new and past the plan's "
+                                                  "tracked_user_limit: not stored, not broadcast; present only then")
 
 
 class Platform(Wire):

@@ -16,13 +16,19 @@ from ..customers import ingest
 from ..outbox import service as outbox
 
 
-def ingest_custom(session: Session, tenant_id: str, events: list, *, now: datetime, test: bool) -> int:
+def ingest_custom(session: Session, tenant_id: str, events: list, *, now: datetime, test: bool) -> tuple[int, int]:
     """Broadcast custom events (`external.schemas.CustomEvent`) and ingest them as user
-    events, in the caller's unit of work; how many were accepted or already known."""
+    events, in the caller's unit of work. Events of new users past the tenant's
+    tracked-user limit are neither stored nor broadcast. Returns how many were accepted
+    (or already known) and how many were left out by the limit."""
+    blocked = ingest.users_past_limit(session, tenant_id, [e.user_id for e in events], test=test, now=now)
+    kept = [e for e in events if e.user_id not in blocked] if blocked else events
+    if not kept:
+        return 0, len(events)
     outbox.record_many(session, tenant_id, [
         (e.type, {"user_id": e.user_id, "data": e.data, "timestamp": (e.timestamp or now).isoformat()})
-        for e in events], now=now, test=test)
+        for e in kept], now=now, test=test)
     result = ingest.ingest(session, tenant_id, [ingest.Incoming(user_id=e.user_id, event=e.type, properties=e.data,
-                                                                timestamp=e.timestamp) for e in events],
+                                                                timestamp=e.timestamp) for e in kept],
                            source="external", test=test, now=now)
-    return result.accepted + result.duplicates
+    return result.accepted + result.duplicates, len(events) - len(kept)

@@ -246,6 +246,28 @@ def test_events_of_new_users_past_the_tracked_user_limit_are_not_stored(client, 
         assert s.get(Tenant, tenant.id).tracked_users == 2
 
 
+def test_custom_events_of_new_users_past_the_limit_are_neither_stored_nor_broadcast(client, tenant, rt):
+    from cs_daemon.tenants.models import Tenant
+
+    with rt.session() as s:
+        s.get(Tenant, tenant.id).tracked_user_limit = 1
+    h = auth(tenant.key)
+    resp = client.post("/api/external/events", headers=h, json={"events": [
+        {"type": "custom.shop.bought", "user_id": "a"}, {"type": "custom.shop.bought", "user_id": "b"},
+        {"type": "custom.shop.bought", "user_id": "a"}, {"type": "nope", "user_id": "a"}]})
+    assert resp.json == {"accepted": 2, "rejected": 1, "errors": resp.json["errors"], "over_limit": 1}
+    resp = client.post("/api/external/events/emit", headers=h, json={"type": "custom.shop.bought", "user_id": "c"})
+    assert resp.json == {"accepted": 0, "over_limit": 1}
+    assert client.post("/api/external/events/emit", headers=h,
+                       json={"type": "custom.shop.bought", "user_id": "a"}).json == {"accepted": 1}
+    with rt.session(tenant.id) as s:
+        assert set(s.scalars(select(Customer.id))) == {"a"}
+        assert s.get(Tenant, tenant.id).tracked_users == 1
+        assert {r.payload["user_id"] for r in s.scalars(select(OutboxEvent))} == {"a"}
+        assert s.scalar(select(OutboxEvent.id).where(OutboxEvent.event_type == "custom.shop.bought")) is not None
+    assert [e.user_id for e in _events(rt, tenant.id)] == ["a"] * 3
+
+
 def test_stage_and_risk_changes_go_to_the_outbox(client, tenant, rt, clock):
     h = auth(tenant.key)
     client.patch("/api/settings", headers=h, json={"config": {"milestones": ["created_project"]}})

@@ -12,6 +12,7 @@ from cs_daemon.external.schemas import (
     OutcomeRecorded, OutcomeReport, PlatformConnected, PlatformList, PlatformResponse,
 )
 from cs_daemon.flows import custom_events
+from cs_daemon.schemas import Wire
 
 from ..api import Api, Call, _loc
 
@@ -102,17 +103,26 @@ def post_custom_events(call: Call):
             accepted.append(CustomEvent.model_validate(raw if isinstance(raw, dict) else {"_": raw}))
         except ValidationError as exc:
             errors += [{"index": index, "field": _loc(e["loc"]) or "event", "message": e["msg"]} for e in exc.errors()]
-    if accepted:
-        custom_events.ingest_custom(call.session, call.tenant_id, accepted, now=call.now, test=call.caller.test)
+    over_limit = custom_events.ingest_custom(call.session, call.tenant_id, accepted, now=call.now,
+                                             test=call.caller.test)[1] if accepted else 0
     rejected = len(call.body.events) - len(accepted)
-    return CustomEventResult(accepted=len(accepted), rejected=rejected, errors=errors)
+    return _with_over_limit(CustomEventResult(accepted=len(accepted) - over_limit, rejected=rejected,
+                                              errors=errors), over_limit)
 
 
 @api.route("POST", "/api/external/events/emit", access="ingest", body=CustomEvent, response=Accepted,
            summary="Push one custom event")
 def post_custom_event(call: Call):
-    custom_events.ingest_custom(call.session, call.tenant_id, [call.body], now=call.now, test=call.caller.test)
-    return Accepted(accepted=1)
+    over_limit = custom_events.ingest_custom(call.session, call.tenant_id, [call.body], now=call.now,
+                                             test=call.caller.test)[1]
+    return _with_over_limit(Accepted(accepted=1 - over_limit), over_limit)
+
+
+def _with_over_limit(answer: Wire, over_limit: int) -> dict:
+    """The answer, with `over_limit` only when the plan's limit left events out: the
+    contract's shapes are exactly theirs otherwise (docs/external-actions.md)."""
+    body = answer.model_dump(exclude={"over_limit"})
+    return body | {"over_limit": over_limit} if over_limit else body
 
 
 @api.route("GET", "/api/external/platforms", access="read", response=PlatformList,
