@@ -11,6 +11,7 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from ..errors import ValidationFailed
 from . import model
 from .models import DecisionCount, DecisionLog
 
@@ -118,6 +119,10 @@ def join_action(session: Session, action, *, decision_id: str | None) -> Decisio
     row = session.scalars(query.order_by(DecisionLog.created_at.desc()).limit(1)).first()
     if row is None:
         return None
+    if row.choice != action.action_type:   # its outcome would teach the action not taken
+        raise ValidationFailed(f"decision {row.id} recommended {row.choice!r}, not {action.action_type!r}",
+                               [{"field": "decision_id", "message": f"recommended {row.choice!r}; "
+                                                                   f"dispatch that action type, or no decision_id"}])
     done = session.execute(update(DecisionLog).where(DecisionLog.id == row.id,
                                                      DecisionLog.external_action_id.is_(None))
                            .values(external_action_id=action.id)

@@ -110,6 +110,20 @@ def test_an_action_names_its_decision_exactly(client, tenant, types):
     assert len(client.get("/api/external/actions", headers=auth(types)).json["actions"]) == 1
 
 
+def test_an_action_of_another_type_than_its_decision_chose_is_refused(client, tenant, types, rt):
+    """Its outcome would have taught the action recommended, not the one taken."""
+    _user(client, tenant)
+    rec = _recommend(client, types, ["award_points", "send_coupon"])
+    other = ({"award_points", "send_coupon"} - {rec["recommendation"]["action"]}).pop()
+    resp = client.post("/api/external/actions", headers=auth(types),
+                       json={"action_type": other, "user_id": "u1", "decision_id": rec["decision_id"]})
+    assert resp.status_code == 400 and resp.json["details"][0]["field"] == "decision_id", resp.json
+    assert client.get("/api/external/actions", headers=auth(types)).json["actions"] == []
+    with rt.session(tenant.id) as s:
+        assert s.get(DecisionLog, rec["decision_id"]).external_action_id is None
+    _act(client, types, rec["recommendation"]["action"], "completed", decision_id=rec["decision_id"])
+
+
 def test_test_mode_outcomes_do_not_move_live_estimates(client, tenant, types, rt):
     _user(client, tenant)
     test_key = tenant.issue("editor", ["manage", "decide"], test=True)
