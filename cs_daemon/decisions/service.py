@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -13,7 +14,7 @@ from ..db import new_id
 from ..engine.decisions import Decision, decide
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
-from . import context, trace
+from . import context, holdout, trace
 from .record import drafter
 
 
@@ -36,8 +37,13 @@ def dry_run_with_agent(session: Session, user_id: str, *, now: datetime,
     tenant = session.get(Tenant, customer.tenant_id)
     config = tenant_config.read(tenant.config)
     learner = context.learner(session, customer, specs, config.decision_features or [])
-    history = context.history(session, user_id, now, live_only=not customer.test, policy=context.policy_of(config))
+    held_out = holdout.is_held_out(tenant, customer.id)
+    history = context.history(session, user_id, now, live_only=not customer.test, held_out=held_out,
+                              policy=context.policy_of(config))
     made = decide(user, specs, history, now=now, every=True, learner=learner)
+    if held_out and made.action == "send":   # what record.py would store (docs/decisions.md, "Holdout and uplift")
+        made = replace(made, reason="held out: the user is in the holdout, so it would be recorded "
+                                    "held_out and not sent")
     if tenant.kill_switch_active:   # what the engine would do now: nothing (each playbook's verdict still shown)
         made = Decision(action="none", reason="the kill switch is on", matched_playbooks=made.matched_playbooks,
                         verdicts=made.verdicts, considered=made.considered)

@@ -219,3 +219,18 @@ def test_a_test_mode_decision_for_a_held_out_user_is_held_out_and_test(client, r
     assert (held.status, held.test) == ("held_out", True)
     with rt.session(world.id) as s:
         assert s.scalars(select(Delivery)).all() == []
+
+
+def test_a_dry_run_paces_a_held_out_user_as_the_engine_does_and_says_held_out(client, rt, world):
+    """It ignored the user's held-out decisions, so it answered `send` where the engine,
+    a moment later, decided nothing."""
+    h = auth(world.key)
+    _track(client, world, world.held, "signed_up")
+    first = client.post("/api/interventions/dry-run", headers=h, json={"user_id": world.held}).json["decision"]
+    assert first["action"] == "send" and "held out" in first["reason"], first
+    assert [iv.status for iv in _signed_up(client, rt, world, world.held)] == ["held_out"]
+    again = client.post("/api/interventions/dry-run", headers=h, json={"user_id": world.held}).json["decision"]
+    assert again["action"] == "none" and "max_per_user" in again["reason"], again
+    _track(client, world, world.treated, "signed_up")
+    treated = client.post("/api/interventions/dry-run", headers=h, json={"user_id": world.treated})
+    assert treated.json["decision"]["action"] == "send" and "reason" not in treated.json["decision"], treated.json
