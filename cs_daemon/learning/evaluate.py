@@ -68,8 +68,11 @@ def snips(name: str, logs: Iterable[Logged], policy: Policy) -> Estimate:
 
 
 def doubly_robust(name: str, logs: Iterable[Logged], policy: Distribution, rewards: Rewards) -> Estimate:
-    """Over the decisions where the policy would pick something (as SNIPS counts them)."""
+    """Over the decisions where the policy would pick one of the options offered; none when
+    it would have made none of the logged choices (SNIPS's decisions), where the estimate
+    would be the model's guess alone with an interval of zero width."""
     terms = []
+    matched = 0
     for d in logs:
         chances = policy(d)
         if d.propensity <= 0 or sum(chances.values()) <= 0:
@@ -78,8 +81,9 @@ def doubly_robust(name: str, logs: Iterable[Logged], policy: Distribution, rewar
         direct = sum(p * q.get(o, 0.0) for o, p in chances.items())
         residual = (1.0 if d.success else 0.0) - q.get(d.choice, 0.0)
         terms.append(direct + chances.get(d.choice, 0.0) / d.propensity * residual)
+        matched += chances.get(d.choice, 0.0) > 0
     n = len(terms)
-    if not n:
+    if not matched:
         return Estimate(name, None, None, 0)
     est = sum(terms) / n
     var = sum((t - est) ** 2 for t in terms) / (n - 1) / n if n > 1 else 0.0

@@ -149,6 +149,14 @@ def test_doubly_robust_interval_stays_within_zero_and_one_in_order():
     assert low.success_rate == 0.0 and 0.0 <= low.ci[0] <= low.ci[1] <= 1.0, low
 
 
+def test_doubly_robust_has_no_estimate_for_a_policy_that_made_none_of_the_logged_choices():
+    """It was the model's guess alone, 0.5 with an interval of no width, from evaluate."""
+    logs = [evaluate.Logged(("a", "b"), "a", 0.5, True, {}), evaluate.Logged(("a", "b"), "a", 0.5, False, {})]
+    never = evaluate.doubly_robust("action:b", logs, evaluate.always("b"), lambda d: {"a": 0.5, "b": 0.5})
+    assert (never.success_rate, never.ci) == (None, None)
+    assert evaluate.doubly_robust("action:a", logs, evaluate.always("a"), lambda d: {"a": 0.5, "b": 0.5}).ci
+
+
 def test_evaluate_without_a_usable_decision_has_no_estimate():
     assert evaluate.snips("action:x", _uniform_log(10, 1), evaluate.single("x")).success_rate is None
 
