@@ -129,6 +129,19 @@ def test_a_viewer_is_offered_no_change_and_is_refused_as_by_the_api(client, worl
     assert _status(client, tenant, iv) == "planned"
 
 
+@pytest.mark.parametrize("role, permissions", [("viewer", ("read",)), ("editor", ("full",))])
+def test_only_an_admin_is_offered_the_api_keys_controls(client, world, role, permissions):
+    """The template read `can.keys`, which Jinja finds as the dict's `keys` method: always true."""
+    tenant = world[0]
+    _sign_in_key(client, tenant.issue(role=role, permissions=permissions))
+    page = client.get("/console/settings").text
+    assert "API keys" in page and "Issue a key" not in page and ">Revoke</button>" not in page
+    admin = client.application.test_client()
+    _sign_in_key(admin, tenant.key)
+    page = admin.get("/console/settings").text
+    assert "Issue a key" in page and ">Revoke</button>" in page
+
+
 def test_a_test_keys_session_changes_only_test_data(client, world):
     tenant, pid, live = world
     test_key = tenant.issue(role="admin", test=True)

@@ -48,7 +48,7 @@ def page(ctx: web.Ctx, *, issued: dict | None = None, invited: dict | None = Non
         roles=ROLES, permissions=PERMISSIONS, issued=issued, invited=invited,
         can={"admin": ctx.can("PUT", "/api/settings/kill-switch") and not ctx.caller.test,
              "configure": ctx.can("PATCH", "/api/settings") and not ctx.caller.test,
-             "keys": ctx.can("POST", "/api/settings/api-keys"),
+             "issue_keys": ctx.can("POST", "/api/settings/api-keys"),  # not "keys": a dict's method in Jinja
              "team": ctx.can("POST", "/api/team/invite") and not ctx.caller.test})
 
 
