@@ -229,6 +229,8 @@ def unreachable(exc: BaseException) -> bool:
         return False
     if exc.connection_invalidated:
         return True
+    if getattr(exc.orig, "sqlite_errorname", None) == "SQLITE_ERROR":
+        return False    # SQLite's word for a fault of the statement (too many variables, no such table)
     state = getattr(exc.orig, "sqlstate", None)
     if isinstance(exc, OperationalError) and state is None:
         return True     # no answer from a server at all: the connection failed

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 import operator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from sqlalchemy import Float, Text, and_, case, cast, exists, false, func, literal, not_, or_, select, true
+from sqlalchemy import (ARRAY, DateTime, Float, Numeric, Text, all_, and_, any_, bindparam, case, cast, exists, false, func,
+                        literal, not_, or_, select, true)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import ColumnElement
 
@@ -577,10 +579,10 @@ class _Sql:
                 return false(), False
             return self.substring(column, value), nullable
         if op in ("in", "nin"):
-            same = [literal(v) for v in value if _kind(v) == kind]   # each bound as its own type
+            same = [v for v in value if _kind(v) == kind]
             if not same:
                 return (false(), False) if op == "in" else (column.isnot(None), False)
-            return (column.in_(same) if op == "in" else column.not_in(same)), nullable
+            return self.one_of(op, column, same, kind), nullable
         if _kind(value) != kind:
             return false(), False
         if kind == "text" and op in ORDER_OPS:
@@ -598,7 +600,7 @@ class _Sql:
             cutoffs = [c for c in (self.cutoff(v) for v in value if _number(v)) if c is not None]
             if not cutoffs:
                 return (false(), False) if op == "in" else (present, False)
-            return (column.in_(cutoffs) if op == "in" else column.not_in(cutoffs)), nullable
+            return self.one_of(op, column, cutoffs, "datetime"), nullable
         if op == "contains" or not _number(value):
             return false(), False
         cutoff = self.cutoff(value)
@@ -637,12 +639,12 @@ class _Sql:
             numbers = [float(v) for v in value if _number(v)]   # one bind type for every member
             booleans = {v for v in value if isinstance(v, bool)}
             if op == "in" and not numbers and not booleans and all(map(_only_a_string, texts)):
-                return (text.in_(texts), True) if texts else (false(), False)
+                return (self.one_of(op, text, texts, "text"), True) if texts else (false(), False)
             branches = {}
             if texts or op == "nin":
-                branches["string"] = self.member(op, text, texts)
+                branches["string"] = self.member(op, text, texts, "text")
             if numbers or op == "nin":
-                branches["number"] = self.member(op, number, numbers)
+                branches["number"] = self.member(op, number, numbers, "number")
             if booleans or op == "nin":
                 branches["boolean"] = {b for b in (True, False) if (b in booleans) == (op == "in")}
             return of_type(branches), False
@@ -656,11 +658,26 @@ class _Sql:
             return of_type({"string": COMPARE[op](left, right)}), False
         return of_type({"number": COMPARE[op](number, literal(float(value)))}), False
 
-    @staticmethod
-    def member(op: str, expr, values: list):
+    def member(self, op: str, expr, values: list, kind: str):
         if not values:
             return false() if op == "in" else true()
-        return expr.in_(values) if op == "in" else expr.not_in(values)
+        return self.one_of(op, expr, values, kind)
+
+    def one_of(self, op: str, expr, values: list, kind: str) -> ColumnElement[bool]:
+        """`expr IN values` (`NOT IN` for nin) with the values bound as one parameter, an
+        array on PostgreSQL and a JSON array read by json_each on SQLite: one parameter
+        a value would pass the databases' bound on a statement's parameters (SQLite
+        32,766, PostgreSQL 65,535) with a tree the limits allow (200 lists of 1,000)."""
+        if self.pg:
+            if kind == "number":   # one type for the array; numeric keeps whole numbers exact
+                values = [Decimal(repr(v)) for v in values]
+            listed = bindparam(None, list(values), type_=ARRAY(_PG_TYPES[kind]))
+            return expr == any_(listed) if op == "in" else expr != all_(listed)
+        if kind == "datetime":   # as SQLite keeps them (db.UTCDateTime)
+            values = [v.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f") for v in values]
+        each = func.json_each(bindparam(None, json.dumps(values), type_=Text)).table_valued("value").alias()
+        listed = select(each.c.value)
+        return expr.in_(listed) if op == "in" else expr.not_in(listed)
 
     def trait_parts(self, key: str):
         """(text value, numeric value, of_type) of traits.<key>; of_type({json type:
@@ -704,6 +721,9 @@ class _Sql:
         each = func.json_each(Customer.traits, _sqlite_path(key)).table_valued("value", "type").alias()
         wanted = ("text",) if isinstance(value, str) else ("integer", "real")
         return select(1).select_from(each).where(each.c.type.in_(wanted), each.c.value == value).exists()
+
+
+_PG_TYPES = {"text": Text(), "number": Numeric(), "datetime": DateTime(timezone=True)}
 
 
 def _sqlite_path(key: str) -> str:

@@ -352,3 +352,27 @@ def test_a_whole_number_past_64_bits_is_refused_not_a_500(client, tenant, value,
         assert resp.status_code == status, (tree, resp.json)
         if status == 400:
             assert resp.json["code"] == "validation_failed" and "9,223,372,036,854,775,807" in resp.json["error"]
+
+
+def test_a_tree_at_the_limits_counts_and_sweeps_without_passing_the_databases_bound_on_parameters(
+        client, rt, tenant, clock):
+    """Lists of values bound a parameter a value: 199 lists of 1,000 (the limits allow
+    them) passed SQLite's bound on a statement's parameters (too many SQL variables), so
+    preview-count answered 503 and the tenant's decision sweep failed at every run."""
+    from cs_daemon.decisions.requests import sweep_candidates
+
+    h = auth(tenant.key)
+    client.post("/api/track", headers=h, json={"events": [
+        {"user_id": "u1", "event": "$identify", "properties": {"x0": 500, "team_size": 5000}},
+        {"user_id": "u2", "event": "$identify", "properties": {"x0": 7}}]})
+    kept = {"field": "traits.x0", "op": "nin", "value": list(range(100))}
+    found = {"field": "traits.x0", "op": "in", "value": list(range(100, 1000))}
+    teams = {"field": "team_size", "op": "nin", "value": list(range(1000))}
+    for tree in ({"all": [kept] * 10 + [found] * 189}, {"all": [teams] * 199}):
+        resp = client.post("/api/playbooks/preview-count", headers=h, json={"entry_conditions": tree})
+        assert resp.status_code == 200 and resp.json["matching_users"] == 1, resp.json
+    pid = client.post("/api/playbooks", headers=h, json={"name": "big", "entry_conditions": {
+        "all": [teams] * 199}}).json["id"]
+    assert client.put(f"/api/playbooks/{pid}/status", headers=h, json={"status": "active"}).status_code == 200
+    with rt.session(tenant.id) as s:
+        assert sweep_candidates(s, clock.now()) == ["u1"]

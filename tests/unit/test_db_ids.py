@@ -22,3 +22,28 @@ def test_new_ids_keep_every_random_bit_random():
     for bit in range(128):
         seen = {v >> bit & 1 for v in values}
         assert len(seen) == (1 if bit in fixed else 2), bit
+
+
+def test_a_fault_of_the_statement_on_sqlite_is_not_the_database_away():
+    """`too many SQL variables` was answered 503 database_unavailable, hiding a 500's cause."""
+    import sqlite3
+
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    from cs_daemon import db
+
+    engine = create_engine("sqlite://")
+    with engine.connect() as conn:
+        try:
+            conn.exec_driver_sql("SELECT " + ",".join(["?"] * 400_000), tuple(range(400_000)))
+        except OperationalError as exc:
+            statement = exc
+        try:
+            conn.execute(text("SELECT * FROM nowhere"))
+        except OperationalError as exc:
+            missing = exc
+    assert not db.unreachable(statement) and not db.unreachable(missing)
+    busy = sqlite3.OperationalError("database is locked")
+    busy.sqlite_errorname = "SQLITE_BUSY"
+    assert db.unreachable(OperationalError("SELECT 1", {}, busy))
