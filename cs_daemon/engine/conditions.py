@@ -208,8 +208,13 @@ ROOT_SETTINGS = frozenset({"trigger", "attribution_days"})
 
 
 def fields_of(tree: dict | None) -> dict:
-    """The tree without its root settings."""
-    return {k: v for k, v in (tree or {}).items() if k not in ROOT_SETTINGS}
+    """The tree without its root settings; a `neq` comparison as the `nin` of its one
+    value, which it is (a present value of any kind that differs: docs/conditions.md), so
+    every evaluator reads it the same way."""
+    node = {k: v for k, v in (tree or {}).items() if k not in ROOT_SETTINGS}
+    if node.get("op") == "neq" and "field" in node:
+        node["op"], node["value"] = "nin", [node["value"]]
+    return node
 
 
 def event_clauses(tree: dict | None) -> set[tuple[str, float | None]]:
@@ -688,11 +693,16 @@ class _Sql:
             text = Customer.traits.op("->>", return_type=Text)(key)
             type_of, names = func.json_typeof(Customer.traits.op("->")(key)), {}
             number = cast(text, Float)
-        else:
+        elif _plain_key(key):
             path = _sqlite_path(key)
             text = func.json_extract(Customer.traits, path)
             type_of, number = func.json_type(Customer.traits, path), text * 1.0
             names = {"string": ("text",), "number": ("integer", "real")}
+        else:   # a path finds a key only as stored, escapes and all: json_each's key is decoded
+            member = func.json_each(Customer.traits).table_valued("key", "value", "type").alias()
+            text = select(member.c.value).where(member.c.key == key).scalar_subquery()
+            type_of = select(member.c.type).where(member.c.key == key).scalar_subquery()
+            number, names = text * 1.0, {"string": ("text",), "number": ("integer", "real")}
 
         def of_type(branches: dict):
             branches = dict(branches)
@@ -718,12 +728,19 @@ class _Sql:
         if self.pg:  # jsonb containment: strings exactly, numbers as numbers, never across types
             return cast(Customer.traits.op("->")(key), JSONB).op("@>", is_comparison=True)(
                 cast(literal(json.dumps([value])), JSONB))
-        each = func.json_each(Customer.traits, _sqlite_path(key)).table_valued("value", "type").alias()
+        array = (Customer.traits, _sqlite_path(key)) if _plain_key(key) else (self.trait_parts(key)[0],)
+        each = func.json_each(*array).table_valued("value", "type").alias()
         wanted = ("text",) if isinstance(value, str) else ("integer", "real")
         return select(1).select_from(each).where(each.c.type.in_(wanted), each.c.value == value).exists()
 
 
 _PG_TYPES = {"text": Text(), "number": Numeric(), "datetime": DateTime(timezone=True)}
+
+
+def _plain_key(key: str) -> bool:
+    """A key stored as written in the JSON text (no escape in it), which a SQLite JSON
+    path finds: printable ASCII without a quote or a backslash."""
+    return key.isascii() and key.isprintable() and '"' not in key and "\\" not in key
 
 
 def _sqlite_path(key: str) -> str:

@@ -27,7 +27,8 @@ USERS = [
          idle=5, age=6, events={"created_project": [5], "exported": [14]}),
     dict(id="cy", name="Cy", email="cy@example.com", company=None, locale=None, team_size=3,
          lifecycle_stage="at_risk", risk_level="critical", health=12, activation_score=0, engagement_score=2,
-         traits={"matrix": [["beta"], [5]], "beta": 1}, idle=None, age=40, events={}),
+         traits={"matrix": [["beta"], [5]], "beta": 1, "ü": "v", 'a"b': "q", "a\\b": 2, "日本": ["x"]},
+         idle=None, age=40, events={}),
     dict(id="dee", name="Dee", email="dee@Analytical.io", company="analytical", locale="de", team_size=5,
          lifecycle_stage="churned", risk_level="critical", health=0, activation_score=100, engagement_score=0,
          traits={"plan": "pro", "seats": 40, "nested": {"a": 1}, "tags": "beta-tester", "beta": "true"},
@@ -57,6 +58,14 @@ CASES = [
     ({"field": "traits.seats", "op": "eq", "value": "5"}, {"bob"}),
     ({"field": "traits.seats", "op": "in", "value": [5, "5"]}, {"ada", "bob"}),
     ({"field": "traits.seats", "op": "nin", "value": [5]}, {"bob", "dee"}),
+    ({"field": "traits.seats", "op": "neq", "value": 5}, {"bob", "dee"}),     # the text "5" differs
+    ({"field": "team_size", "op": "neq", "value": "12"}, {"ada", "cy", "dee"}),    # bob has none: false
+    ({"field": "traits.ü", "op": "eq", "value": "v"}, {"cy"}),     # keys a SQLite path finds only escaped
+    ({"field": 'traits.a"b', "op": "exists", "value": True}, {"cy"}),
+    ({"field": "traits.a\\b", "op": "in", "value": [1, 2]}, {"cy"}),
+    ({"field": "traits.日本", "op": "contains", "value": "x"}, {"cy"}),
+    ({"field": "traits.ü", "op": "neq", "value": "w"}, {"cy"}),
+    ({"field": "traits.日本", "op": "neq", "value": "x"}, set()),   # an array is of no comparable kind
     ({"field": "traits.tags", "op": "contains", "value": "beta"}, {"ada", "dee"}),  # array member, substring
     ({"field": "traits.tags", "op": "contains", "value": "bet"}, {"dee"}),
     ({"field": "traits.score", "op": "gt", "value": 7}, {"ada"}),
@@ -134,8 +143,8 @@ CASES = [
     # booleans are values of their own kind: true is neither 1 nor "true"
     ({"field": "traits.beta", "op": "eq", "value": True}, {"ada"}),
     ({"field": "traits.beta", "op": "eq", "value": False}, {"bob"}),
-    ({"field": "traits.beta", "op": "neq", "value": False}, {"ada"}),        # 1 and "true" are not booleans
-    ({"field": "traits.beta", "op": "neq", "value": True}, {"bob"}),
+    ({"field": "traits.beta", "op": "neq", "value": False}, {"ada", "cy", "dee"}),   # 1 and "true" differ
+    ({"field": "traits.beta", "op": "neq", "value": True}, {"bob", "cy", "dee"}),
     ({"field": "traits.beta", "op": "in", "value": [True]}, {"ada"}),
     ({"field": "traits.beta", "op": "in", "value": [True, False]}, {"ada", "bob"}),
     ({"field": "traits.beta", "op": "in", "value": [1]}, {"cy"}),
@@ -151,7 +160,7 @@ CASES = [
     ({"field": "team_size", "op": "eq", "value": True}, set()),
     ({"field": "team_size", "op": "nin", "value": [True]}, {"ada", "cy", "dee"}),
     ({"field": "name", "op": "in", "value": [True, "Cy"]}, {"cy"}),
-    ({"field": "days_since_signup", "op": "neq", "value": False}, set()),
+    ({"field": "days_since_signup", "op": "neq", "value": False}, {"ada", "bob", "cy", "dee"}),   # as nin [False]
 ]
 
 
