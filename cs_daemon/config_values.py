@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from email.utils import parseaddr
+from email.utils import getaddresses, parseaddr
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -71,6 +71,8 @@ def mail_from(value: str) -> str:
     """A From header: `addr@domain` or `Display Name <addr@domain>`, on one line."""
     if "\r" in value or "\n" in value:
         raise ValueError("must be on one line")
+    if len(getaddresses([value])) != 1:
+        raise ValueError("must be one email address, not a list")
     _name, address = parseaddr(value)
     if not _ADDRESS.match(address) or ("<" in value and not value.rstrip().endswith(">")):
         raise ValueError("must be an email address, e.g. Customer Success <cs@example.com>")

@@ -42,6 +42,7 @@ BAD = [
     ("MAIL_FROM", {"mail_from": "nobody"}),
     ("MAIL_FROM", {"mail_from": "Ops <ops@example.com"}),
     ("MAIL_FROM", {"mail_from": "ops@example.com\r\nBcc: all@example.com"}),
+    ("MAIL_FROM", {"mail_from": "a@example.com, c@example.com"}),   # two addresses: parseaddr kept the first
     ("SMTP_CA_FILE", {"smtp_ca_file": "/no/such/ca.pem"}),
     ("CS_PUBLIC_URL", {"cs_public_url": "cs.example.com"}),
     ("CS_PUBLIC_URL", {"cs_public_url": "https://"}),
