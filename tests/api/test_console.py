@@ -310,6 +310,9 @@ def test_every_page_answers_and_lists_paginate(client, world, clock):
         assert client.get(path).status_code == 200, path
     first = client.get("/console/customers").text
     assert first.count('href="/console/customers/') == 50 and "Older</a>" in first
+    assert "<dt>All</dt><dd>61</dd>" in first and "<dt>Churned</dt><dd>0</dd>" in first   # the tenant's totals
+    bad = client.get("/console/analytics?range=5d")
+    assert bad.status_code == 400 and "range" in bad.text
     pros = client.get("/console/customers?trait=plan&value=pro").text
     assert pros.count('href="/console/customers/') == 30 and "Older</a>" not in pros
     assert client.get("/console/customers?q=person%205").text.count('href="/console/customers/') == 11

@@ -34,7 +34,8 @@ def listing(ctx: web.Ctx):
     older = page.next_cursor and url_for("console.customers", cursor=page.next_cursor,
                                          **{k: v for k, v in args.items() if v})
     return ctx.render("console/customers.html", customers=page.customers, upcoming=upcoming,
-                      args=args, older=older, stages=STAGES, risks=RISK_LEVELS)
+                      args=args, older=older, stages=STAGES, risks=RISK_LEVELS,
+                      totals=ctx.api("GET", "/api/customers/stats")["stats"])
 
 
 def detail(ctx: web.Ctx, user_id: str):
