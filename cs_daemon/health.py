@@ -51,7 +51,7 @@ def _one_line(exc: Exception) -> str:
 def sweeps(rt: Runtime) -> dict:
     """The periodic sweeps' current per-tenant failures (jobs/sweeps.py)."""
     start = time.perf_counter()
-    found = sweep_runs.failures(rt.cache, rt.now())
+    found = sweep_runs.failures(rt, rt.now())
     return {"status": "degraded" if found else "ok", "failing": len(found), "failures": found[:SHOWN_FAILURES],
             "latency_ms": round((time.perf_counter() - start) * 1000, 2)}
 

@@ -126,7 +126,7 @@ def _sweeps(rt, now: datetime, findings: list[Finding]) -> dict:
         run["age_seconds"] = round(age, 1)
         if age > SWEEP_LATE_AFTER:
             findings.append(Finding("sweeps", True, f"{run['sweep']} last ran {age / 60:.0f} min ago"))
-    failures = sweep_runs.failures(rt.cache, now)
+    failures = sweep_runs.failures(rt, now)
     for f in failures:
         findings.append(Finding("sweeps", False, f"{f['sweep']} fails for tenant {f['tenant_id']} "
                                                  f"({f['count']} runs in a row): {f['error']}"))

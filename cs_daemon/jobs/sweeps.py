@@ -2,10 +2,10 @@
 transaction(s) and error boundary, so one tenant's failure never stops another's.
 
 `for_each_tenant(rt, sweep, tenant_ids, work)` calls `work(tenant_id)` for each tenant.
-A tenant whose work raises is logged with its id, counted, and recorded in the shared
-cache (Redis in production, the process's memory in the embedded mode) as a failure of
-that sweep, which `GET /api/health` shows under the `sweeps` check; the next tenant goes
-on. The record is cleared as soon as the tenant's sweep succeeds again, and forgotten
+A tenant whose work raises is logged with its id, counted, and recorded (ops_state: a
+Redis hash in production, files under CS_DATA_DIR in the embedded mode, so `cs status`,
+another process, reads them too) as a failure of that sweep, which `GET /api/health`
+shows under the `sweeps` check; the next tenant goes on. The record is cleared as soon as the tenant's sweep succeeds again, and forgotten
 FORGET_AFTER after its last failure (a tenant no longer swept). docs/api.md, "Health".
 
 `work` raises SkippedStoredData after its work is done (committed) when it had to leave
@@ -15,7 +15,6 @@ rest of the tenant's work is done, and the failure record says what was left out
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ class Tally:
 def for_each_tenant(rt, sweep: str, tenant_ids: Iterable[str], work: Callable[[str], int | None]) -> Tally:
     """Run `work(tenant_id)` for each tenant, each in its own error boundary; returns
     how many tenants ran, the sum of what `work` returned, and the tenants that failed."""
-    failing = _failing(rt.cache, sweep)
+    failing = _failing(rt, sweep)
     tally = Tally()
     started = time.monotonic()
     for tenant_id in tenant_ids:
@@ -94,65 +93,59 @@ def _one_tenant(rt, sweep: str, tenant_id: str, work, tally: Tally, failing: dic
         metrics.bump(metrics.SWEEP_FAILURES, sweep=sweep, tenant_id=tenant_id)
     else:
         if tenant_id in failing:
-            _forget(rt.cache, [f"{sweep}:{tenant_id}"])
+            _forget(rt, [f"{sweep}:{tenant_id}"])
 
 
-def failures(cache, now: datetime) -> list[dict]:
+def failures(rt, now: datetime) -> list[dict]:
     """Every sweep's current failures, newest first: [{sweep, tenant_id, error, at,
     count}] (`count`: failed runs in a row). Old ones are forgotten on the way."""
     entries, stale = [], []
-    for name, raw in _read(cache).items():
-        entry = _parse(raw)
-        if entry is None or datetime.fromisoformat(entry["at"]) < now - FORGET_AFTER:
+    for name, entry in _read(rt).items():
+        if datetime.fromisoformat(entry["at"]) < now - FORGET_AFTER:
             stale.append(name)
         else:
             entries.append(entry)
     if stale:
-        _forget(cache, stale)
+        _forget(rt, stale)
     return sorted(entries, key=lambda e: (e["at"], e["sweep"], e["tenant_id"]), reverse=True)
 
 
-def _failing(cache, sweep: str) -> dict[str, dict]:
-    prefix = sweep + ":"
-    found = {}
-    for name, raw in _read(cache).items():
-        entry = _parse(raw) if name.startswith(prefix) else None
-        if entry is not None:
-            found[name[len(prefix):]] = entry
-    return found
+def _failing(rt, sweep: str) -> dict[str, dict]:
+    return {entry["tenant_id"]: entry for entry in _read(rt).values() if entry["sweep"] == sweep}
 
 
 def _record(rt, sweep: str, tenant_id: str, exc: Exception, before: dict | None) -> None:
     entry = {"sweep": sweep, "tenant_id": tenant_id, "error": _shown(exc), "at": rt.now().isoformat(),
              "count": (before or {}).get("count", 0) + 1}
     try:
-        rt.cache.hset(FAILURES_KEY, f"{sweep}:{tenant_id}", json.dumps(entry))
-    except Exception as cache_error:  # an unreachable cache must not stop the sweep
-        log.warning("%s: failure of tenant %s not recorded: %s", sweep, tenant_id, cache_error)
+        ops_state.put(rt, FAILURES_KEY, f"{sweep}:{tenant_id}", entry)
+    except Exception as store_error:  # an unreachable cache must not stop the sweep
+        log.warning("%s: failure of tenant %s not recorded: %s", sweep, tenant_id, store_error)
 
 
-def _read(cache) -> dict[str, str]:
+def _read(rt) -> dict[str, dict]:
+    """The records by their field, those that read as failures."""
     try:
-        return cache.hgetall(FAILURES_KEY)
+        found = ops_state.read(rt, FAILURES_KEY)
     except Exception as exc:
         log.warning("sweep failures not read: %s", exc)
         return {}
+    return {name: entry for name, entry in found.items() if _valid(entry)}
 
 
-def _forget(cache, names: list[str]) -> None:
+def _forget(rt, names: list[str]) -> None:
     try:
-        cache.hdel(FAILURES_KEY, *names)
+        ops_state.drop(rt, FAILURES_KEY, names)
     except Exception as exc:
         log.warning("sweep failures not cleared: %s", exc)
 
 
-def _parse(raw: str) -> dict | None:
+def _valid(entry) -> bool:
     try:
-        entry = json.loads(raw)
         datetime.fromisoformat(entry["at"])
-        return entry
+        return isinstance(entry["sweep"], str) and isinstance(entry["tenant_id"], str)
     except (ValueError, KeyError, TypeError):
-        return None
+        return False
 
 
 def _shown(exc: Exception) -> str:

@@ -21,7 +21,9 @@ from cs_daemon.decisions.models import DecisionRequest
 from cs_daemon.external.models import ExternalAction
 from cs_daemon.interventions import actors as intervention_jobs
 from cs_daemon.interventions.models import Intervention
+from cs_daemon import ops_state
 from cs_daemon.jobs import heartbeat, sweeps
+from cs_daemon.runtime import Runtime
 from cs_daemon.playbooks.models import Playbook
 from cs_daemon.tenants import actors as tenant_jobs
 from cs_daemon.tenants.models import Tenant
@@ -99,9 +101,12 @@ def test_failures_live_in_the_shared_cache_and_are_forgotten_after_an_hour(clien
         [(name, raw)] = stored.items()
         assert name.decode() == f"sweep_scores:{bad.id}" and json.loads(raw)["tenant_id"] == bad.id
     assert _sweeps_check(client)["failing"] == 1
+    # another process (`cs status`) reads them too; in the embedded mode the daemon's memory was not shared
+    [seen] = sweeps.failures(Runtime(settings, clock), clock.now())
+    assert (seen["sweep"], seen["tenant_id"]) == ("sweep_scores", bad.id)
     clock.advance(minutes=61)                                     # no longer swept (e.g. deleted): forgotten
     assert _sweeps_check(client)["failing"] == 0
-    assert jobs.cache.hgetall(sweeps.FAILURES_KEY) == {}
+    assert ops_state.read(jobs, sweeps.FAILURES_KEY) == {}
 
 
 def test_the_boundary_records_each_failing_tenant_and_goes_on(rt, clock):
@@ -116,14 +121,14 @@ def test_the_boundary_records_each_failing_tenant_and_goes_on(rt, clock):
     tally = sweeps.for_each_tenant(rt, "probe", ["bad-1", "good-1", "bad-2", "good-2"], work)
     assert (tally.tenants, tally.done, tally.failed) == (4, 4, ["bad-1", "bad-2"])
     assert done == ["good-1", "good-2"]
-    found = sweeps.failures(rt.cache, clock.now())
+    found = sweeps.failures(rt, clock.now())
     assert [(f["tenant_id"], f["error"], f["count"]) for f in sorted(found, key=lambda f: f["tenant_id"])] == [
         ("bad-1", "RuntimeError (the worker's log has the details)", 1),
         ("bad-2", "RuntimeError (the worker's log has the details)", 1)]   # the text may hold stored data
     skipped = sweeps.SkippedStoredData("playbook p: entry_conditions")
     sweeps.for_each_tenant(rt, "probe", ["bad-1", "bad-2"],
                            lambda t: (_ for _ in ()).throw(skipped) if t == "bad-2" else 1)
-    [left] = sweeps.failures(rt.cache, clock.now())
+    [left] = sweeps.failures(rt, clock.now())
     assert (left["tenant_id"], left["error"], left["count"]) == (
         "bad-2", "SkippedStoredData: playbook p: entry_conditions", 2)
 
