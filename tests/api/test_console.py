@@ -317,7 +317,9 @@ def test_every_page_answers_and_lists_paginate(client, world, clock):
     assert pros.count('href="/console/customers/') == 30 and "Older</a>" not in pros
     assert client.get("/console/customers?q=person%205").text.count('href="/console/customers/') == 11
     assert client.get("/console/interventions?status=bogus").status_code == 400
-    assert client.get(f"/console/interventions/{'0' * 8}-0000-4000-8000-{'0' * 12}").status_code == 404
+    missing = client.get(f"/console/interventions/{'0' * 8}-0000-4000-8000-{'0' * 12}")
+    assert missing.status_code == 404 and "intervention not found" in missing.text   # the API's words
+    assert "Go to sign-in" not in missing.text
 
 
 def test_ingest_and_the_sweep_keep_a_daily_score_snapshot(client, world, rt, clock):

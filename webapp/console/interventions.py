@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, request, url_for
 
-from cs_daemon.errors import ServiceError
+from cs_daemon.errors import NotFound, ServiceError
 from cs_daemon.interventions import search, service
 from cs_daemon.interventions.models import Intervention
 from cs_daemon.interventions.states import available
@@ -94,8 +94,8 @@ def listing(ctx: web.Ctx):
 
 def _one(ctx: web.Ctx, intervention_id: str) -> Item:
     iv = ctx.session.get(Intervention, intervention_id)
-    if iv is None:
-        abort(404)
+    if iv is None:   # the API's words, as every refusal in the console
+        raise NotFound("intervention not found")
     return _items(ctx, [iv])[0]
 
 
