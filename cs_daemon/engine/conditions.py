@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from sqlalchemy import (ARRAY, DateTime, Float, Numeric, Text, all_, and_, any_, bindparam, case, cast, exists, false, func,
+from sqlalchemy import (ARRAY, DateTime, Numeric, Text, all_, and_, any_, bindparam, case, cast, exists, false, func,
                         literal, not_, or_, select, true)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import ColumnElement
@@ -641,7 +641,7 @@ class _Sql:
             return of_type(branches), False
         if op in ("in", "nin"):
             texts = [v for v in value if isinstance(v, str)]
-            numbers = [float(v) for v in value if _number(v)]   # one bind type for every member
+            numbers = [v for v in value if _number(v)]
             booleans = {v for v in value if isinstance(v, bool)}
             if op == "in" and not numbers and not booleans and all(map(_only_a_string, texts)):
                 return (self.one_of(op, text, texts, "text"), True) if texts else (false(), False)
@@ -661,7 +661,12 @@ class _Sql:
             order = op in ORDER_OPS
             left, right = (self.binary(text), self.binary(literal(value))) if order else (text, literal(value))
             return of_type({"string": COMPARE[op](left, right)}), False
-        return of_type({"number": COMPARE[op](number, literal(float(value)))}), False
+        return of_type({"number": COMPARE[op](number, self.number(value))}), False
+
+    def number(self, value):
+        """A number of the tree bound as the trait's number is read: numeric on PostgreSQL,
+        and on SQLite as it is (json_extract gives integers and reals, compared exactly)."""
+        return literal(Decimal(repr(value)), Numeric()) if self.pg else literal(value)
 
     def member(self, op: str, expr, values: list, kind: str):
         if not values:
@@ -692,17 +697,17 @@ class _Sql:
         if self.pg:
             text = Customer.traits.op("->>", return_type=Text)(key)
             type_of, names = func.json_typeof(Customer.traits.op("->")(key)), {}
-            number = cast(text, Float)
+            number = cast(text, Numeric)   # exact, as Python compares whole numbers
         elif _plain_key(key):
             path = _sqlite_path(key)
             text = func.json_extract(Customer.traits, path)
-            type_of, number = func.json_type(Customer.traits, path), text * 1.0
+            type_of, number = func.json_type(Customer.traits, path), text
             names = {"string": ("text",), "number": ("integer", "real")}
         else:   # a path finds a key only as stored, escapes and all: json_each's key is decoded
             member = func.json_each(Customer.traits).table_valued("key", "value", "type").alias()
             text = select(member.c.value).where(member.c.key == key).scalar_subquery()
             type_of = select(member.c.type).where(member.c.key == key).scalar_subquery()
-            number, names = text * 1.0, {"string": ("text",), "number": ("integer", "real")}
+            number, names = text, {"string": ("text",), "number": ("integer", "real")}
 
         def of_type(branches: dict):
             branches = dict(branches)

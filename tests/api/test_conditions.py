@@ -19,11 +19,12 @@ NOW = datetime(2026, 11, 2, 9, 30, tzinfo=timezone.utc)
 USERS = [
     dict(id="ada", name="Ada", email="ada@analytical.io", company="Analytical", locale="de", team_size=12,
          lifecycle_stage="engaged", risk_level="low", health=81.5, activation_score=100, engagement_score=70,
-         traits={"plan": "pro", "seats": 5, "tags": ["beta", "vip"], "score": 7.5, "flag": True, "beta": True},
+         traits={"plan": "pro", "seats": 5, "tags": ["beta", "vip"], "score": 7.5, "flag": True, "beta": True,
+                 "big": 2**63 - 1},
          idle=1, age=200, events={"invited_teammate": [2, 20], "created_project": [1]}),
     dict(id="bob", name=None, email=None, company="Bobcorp", locale="en", team_size=None,
          lifecycle_stage="onboarding", risk_level="medium", health=42, activation_score=50, engagement_score=30,
-         traits={"plan": "free", "seats": "5", "tags": ["alpha"], "beta": False},
+         traits={"plan": "free", "seats": "5", "tags": ["alpha"], "beta": False, "big": 2**53 + 1},
          idle=5, age=6, events={"created_project": [5], "exported": [14]}),
     dict(id="cy", name="Cy", email="cy@example.com", company=None, locale=None, team_size=3,
          lifecycle_stage="at_risk", risk_level="critical", health=12, activation_score=0, engagement_score=2,
@@ -59,6 +60,10 @@ CASES = [
     ({"field": "traits.seats", "op": "in", "value": [5, "5"]}, {"ada", "bob"}),
     ({"field": "traits.seats", "op": "nin", "value": [5]}, {"bob", "dee"}),
     ({"field": "traits.seats", "op": "neq", "value": 5}, {"bob", "dee"}),     # the text "5" differs
+    ({"field": "traits.big", "op": "gt", "value": 2**63 - 2}, {"ada"}),       # whole numbers exactly, not as floats
+    ({"field": "traits.big", "op": "eq", "value": 2**53}, set()),
+    ({"field": "traits.big", "op": "in", "value": [2**53 + 1, 0.5]}, {"bob"}),
+    ({"field": "traits.big", "op": "lt", "value": 1e30}, {"ada", "bob"}),
     ({"field": "team_size", "op": "neq", "value": "12"}, {"ada", "cy", "dee"}),    # bob has none: false
     ({"field": "traits.ü", "op": "eq", "value": "v"}, {"cy"}),     # keys a SQLite path finds only escaped
     ({"field": 'traits.a"b', "op": "exists", "value": True}, {"cy"}),
