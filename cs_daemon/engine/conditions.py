@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from sqlalchemy import (ARRAY, DateTime, Numeric, Text, all_, and_, any_, bindparam, case, cast, exists, false, func,
+from sqlalchemy import (ARRAY, DateTime, Float, Numeric, Text, all_, and_, any_, bindparam, case, cast, exists, false, func,
                         literal, not_, or_, select, true)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import ColumnElement
@@ -631,7 +631,7 @@ class _Sql:
     # traits: JSON values whose type is only known per row; each JSON type test is one
     # CASE over the value's type, read once
     def trait(self, key: str, op: str, value) -> tuple[ColumnElement[bool], bool]:
-        text, number, of_type = self.trait_parts(key)
+        text, of_type = self.trait_parts(key)
         if op == "exists":
             return (text.isnot(None) if value else text.is_(None)), False
         if op == "contains":
@@ -649,7 +649,7 @@ class _Sql:
             if texts or op == "nin":
                 branches["string"] = self.member(op, text, texts, "text")
             if numbers or op == "nin":
-                branches["number"] = self.member(op, number, numbers, "number")
+                branches["number"] = self.member(op, self.read_number(text, numbers), numbers, "number")
             if booleans or op == "nin":
                 branches["boolean"] = {b for b in (True, False) if (b in booleans) == (op == "in")}
             return of_type(branches), False
@@ -661,12 +661,17 @@ class _Sql:
             order = op in ORDER_OPS
             left, right = (self.binary(text), self.binary(literal(value))) if order else (text, literal(value))
             return of_type({"string": COMPARE[op](left, right)}), False
-        return of_type({"number": COMPARE[op](number, self.number(value))}), False
+        exact = _past_float([value])
+        right = literal(Decimal(value), Numeric()) if self.pg and exact else literal(value)
+        return of_type({"number": COMPARE[op](self.read_number(text, [value]), right)}), False
 
-    def number(self, value):
-        """A number of the tree bound as the trait's number is read: numeric on PostgreSQL,
-        and on SQLite as it is (json_extract gives integers and reals, compared exactly)."""
-        return literal(Decimal(repr(value)), Numeric()) if self.pg else literal(value)
+    def read_number(self, text, values: list):
+        """A trait's number: on SQLite as json_extract gives it (an integer or a real, which
+        SQLite compares exactly); on PostgreSQL a float, or numeric where the tree holds a
+        whole number a float cannot hold (past 2**53), so it compares as Python does."""
+        if not self.pg:
+            return text
+        return cast(text, Numeric if _past_float(values) else Float)
 
     def member(self, op: str, expr, values: list, kind: str):
         if not values:
@@ -679,9 +684,11 @@ class _Sql:
         a value would pass the databases' bound on a statement's parameters (SQLite
         32,766, PostgreSQL 65,535) with a tree the limits allow (200 lists of 1,000)."""
         if self.pg:
-            if kind == "number":   # one type for the array; numeric keeps whole numbers exact
-                values = [Decimal(repr(v)) for v in values]
-            listed = bindparam(None, list(values), type_=ARRAY(_PG_TYPES[kind]))
+            element = _PG_TYPES.get(kind)
+            if kind == "number":   # one type for the array: numeric where a float is not exact
+                element, values = ((Numeric(), [Decimal(repr(v)) for v in values]) if _past_float(values)
+                                   else (Float(), [float(v) for v in values]))
+            listed = bindparam(None, list(values), type_=ARRAY(element))
             return expr == any_(listed) if op == "in" else expr != all_(listed)
         if kind == "datetime":   # as SQLite keeps them (db.UTCDateTime)
             values = [v.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f") for v in values]
@@ -690,24 +697,23 @@ class _Sql:
         return expr.in_(listed) if op == "in" else expr.not_in(listed)
 
     def trait_parts(self, key: str):
-        """(text value, numeric value, of_type) of traits.<key>; of_type({json type:
+        """(text value, of_type) of traits.<key> (read_number reads its number); of_type({json type:
         expression}) is true when the value has one of those types (string, number, array)
         and that type's expression holds; for "boolean" it takes the set of booleans that
         match instead of an expression."""
         if self.pg:
             text = Customer.traits.op("->>", return_type=Text)(key)
             type_of, names = func.json_typeof(Customer.traits.op("->")(key)), {}
-            number = cast(text, Numeric)   # exact, as Python compares whole numbers
         elif _plain_key(key):
             path = _sqlite_path(key)
             text = func.json_extract(Customer.traits, path)
-            type_of, number = func.json_type(Customer.traits, path), text
+            type_of = func.json_type(Customer.traits, path)
             names = {"string": ("text",), "number": ("integer", "real")}
         else:   # a path finds a key only as stored, escapes and all: json_each's key is decoded
             member = func.json_each(Customer.traits).table_valued("key", "value", "type").alias()
             text = select(member.c.value).where(member.c.key == key).scalar_subquery()
             type_of = select(member.c.type).where(member.c.key == key).scalar_subquery()
-            number, names = text, {"string": ("text",), "number": ("integer", "real")}
+            names = {"string": ("text",), "number": ("integer", "real")}
 
         def of_type(branches: dict):
             branches = dict(branches)
@@ -717,7 +723,7 @@ class _Sql:
             if not whens:
                 return false()
             return case(whens, value=type_of, else_=false())
-        return text, number, of_type
+        return text, of_type
 
     def booleans(self, text, matching: set) -> dict:
         """The CASE branches that make a boolean trait true when it is one of `matching`:
@@ -739,7 +745,12 @@ class _Sql:
         return select(1).select_from(each).where(each.c.type.in_(wanted), each.c.value == value).exists()
 
 
-_PG_TYPES = {"text": Text(), "number": Numeric(), "datetime": DateTime(timezone=True)}
+_PG_TYPES = {"text": Text(), "datetime": DateTime(timezone=True)}
+FLOAT_EXACT = 2 ** 53     # whole numbers below this are floats exactly, and so are their neighbours
+
+
+def _past_float(values) -> bool:
+    return any(type(v) is int and abs(v) >= FLOAT_EXACT for v in values)
 
 
 def _plain_key(key: str) -> bool:
