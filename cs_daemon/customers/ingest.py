@@ -210,6 +210,9 @@ def _store(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     if not rows:
         return bulk.Stored([], [], bulk.Followers(False, False, False)), 0
     stored = bulk.store(session, tenant_id, rows, source=source, test=test, now=now, create=create)
+    if len(stored.inserted) > 1:   # in the order sent (bulk stores them in key order): of two events
+        sent = {id(row): i for i, row in enumerate(rows)}   # at one time, the later one applies last
+        stored.inserted.sort(key=lambda row: sent[id(row)])
     if all_counted:   # each row inserted is one event, and each counts (duplicates dropped or not)
         return stored, len(stored.inserted)
     kept = {id(row) for row in stored.inserted}   # bulk returns the very row dicts it was given

@@ -602,3 +602,18 @@ def test_batches_racing_for_new_and_existing_users_never_deadlock(app, tenant, r
     with rt.session(tenant.id) as s:
         counts = {c.id: c.state["event_count"] for c in s.scalars(select(Customer)) if c.state}
     assert counts == {"u1": 2, "u2": 2, "u7": 2, "u8": 1}
+
+
+def test_of_two_events_at_one_time_the_one_sent_later_applies_last(client, tenant):
+    """The SDKs stamp milliseconds: identify then set_locale in one millisecond kept either
+    locale, as events were applied in idempotency-key order."""
+    h = auth(tenant.key)
+    at = "2026-11-02T09:30:00.000Z"
+    for n, keys in enumerate((("b", "a"), ("a", "b"))):
+        resp = client.post("/api/track", headers=h, json={"events": [
+            {"user_id": f"u{n}", "event": "$identify", "properties": {"locale": "de-DE"}, "timestamp": at,
+             "idempotency_key": f"{n}-{keys[0]}"},
+            {"user_id": f"u{n}", "event": "$identify", "properties": {"locale": "pt-PT"}, "timestamp": at,
+             "idempotency_key": f"{n}-{keys[1]}"}]})
+        assert resp.json["accepted"] == 2
+        assert client.get(f"/api/customers/u{n}", headers=h).json["customer"]["locale"] == "pt-PT", keys
