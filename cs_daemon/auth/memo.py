@@ -125,7 +125,7 @@ class KeyMemo:
             return None
         uow_of(session).remember(entry.tenant, partial(_attach, session, entry.tenant))
         if entry.last_used_at is None or now - entry.last_used_at >= LAST_USED_RESOLUTION:
-            touch(session, entry.caller.key_id, now)
+            touch(session, entry.caller.key_id, entry.caller.tenant_id, now)
             entry.last_used_at = now
         return entry.caller
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
+from ..db import in_autocommit, session_scope
 from ..errors import NotFound, Unauthorized, ValidationFailed
 from ..team.models import ROLES, Member
 from ..tenants.models import Tenant
@@ -133,7 +134,7 @@ def identify(session: Session, raw: str | None, *, now: datetime) -> tuple[Calle
         raise Unauthorized("the team member of this API key was removed")
     last_used_at = key.last_used_at
     if last_used_at is None or now - last_used_at >= LAST_USED_RESOLUTION:
-        touch(session, key.id, now)
+        touch(session, key.id, tenant.id, now)
         last_used_at = now
     return Caller(
         tenant_id=key.tenant_id,
@@ -147,20 +148,34 @@ def identify(session: Session, raw: str | None, *, now: datetime) -> tuple[Calle
     ), last_used_at
 
 
-def touch(session: Session, key_id: str, now: datetime) -> None:
+def touch(session: Session, key_id: str, tenant_id: str, now: datetime) -> None:
     """Record use at most once a minute, with one conditional UPDATE (no read-modify-write).
-    The stamp is no credential: the key memo need not hear of it. The row is taken with
-    SKIP LOCKED: a request of another process stamping the same key holds its row until it
-    commits, and this one would wait for all of that request; it skips the stamp instead,
-    which the other one makes (docs/api.md, "Authentication and access")."""
+    The stamp is no credential: the key memo need not hear of it. In a request without a
+    transaction it is one statement; in one with a transaction it runs once that has
+    committed, in a statement of its own: held until commit, the key's row made a request
+    revoking that key (removing its member) wait for this one while this one waited for a
+    lock that request held (two admins removing each other). The row is taken with SKIP
+    LOCKED: a request of another process stamping the same key at that moment makes the
+    stamp (docs/api.md, "Authentication and access")."""
+    if in_autocommit(session.connection()):
+        _stamp(session, [key_id], now)
+    else:
+        uow_of(session).collect(_stamp_after_commit, key_id, tenant_id, now, uow_of(session).settings)
+
+
+def _stamp_after_commit(key_ids: list[str], tenant_id: str, now: datetime, settings) -> None:
+    with session_scope(settings, tenant_id=tenant_id, atomic=False) as session:
+        _stamp(session, key_ids, now)
+
+
+def _stamp(session: Session, key_ids: list[str], now: datetime) -> None:
     due = (select(ApiKey.id)
-           .where(ApiKey.id == key_id,
+           .where(ApiKey.id.in_(key_ids),
                   or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= now - LAST_USED_RESOLUTION))
-           .with_for_update(skip_locked=True)
-           .scalar_subquery())
+           .with_for_update(skip_locked=True))
     session.execute(
         update(ApiKey)
-        .where(ApiKey.id == due)
+        .where(ApiKey.id.in_(due))
         .values(last_used_at=now)
         .execution_options(keeps_credentials=True)
     )

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from .. import plans
 from ..auth import service as auth
-from ..db import locked
+from ..db import locked, write_lock
 from ..errors import Conflict, Gone, NotFound, PlanLimit, ValidationFailed
 from ..tenants import service as tenants
 from .models import Invitation, Member
@@ -120,14 +120,19 @@ def _member(session: Session, member_id: str) -> Member:
     return member
 
 
-def _admins(session: Session) -> int:
-    return session.scalar(select(func.count()).select_from(Member)
-                          .where(Member.role == "admin", Member.removed_at.is_(None))) or 0
+def _last_admin(session: Session, member: Member) -> bool:
+    """Whether the member is the tenant's only admin, read with the admins' rows locked
+    until commit (in id order; SQLite: its write lock): two admins demoting or removing
+    each other at once take turns, and the second sees the first's change."""
+    write_lock(session)
+    admins = session.scalars(select(Member.id).where(Member.role == "admin", Member.removed_at.is_(None))
+                             .order_by(Member.id).with_for_update()).all()
+    return admins == [member.id]
 
 
 def change_role(session: Session, member_id: str, role: str) -> Member:
     member = _member(session, member_id)
-    if member.role == "admin" and role != "admin" and _admins(session) <= 1:
+    if role != "admin" and _last_admin(session, member):
         raise ValidationFailed("the last admin cannot be demoted", [{"field": "role", "message": "last admin"}])
     member.role = role
     auth.follow_role(session, member.id, role)   # their keys show the role they now act with
@@ -138,7 +143,7 @@ def remove(session: Session, member_id: str, *, caller_member_id: str | None, no
     member = _member(session, member_id)
     if caller_member_id == member.id:
         raise ValidationFailed("you cannot remove yourself from the team", [{"field": "memberId", "message": "yourself"}])
-    if member.role == "admin" and _admins(session) <= 1:
+    if _last_admin(session, member):
         raise ValidationFailed("the last admin cannot be removed", [{"field": "memberId", "message": "last admin"}])
     member.removed_at = now    # their keys stop working (authentication checks the member)
     auth.revoke_keys_of(session, member.id, now=now)     # and are listed as revoked

@@ -94,7 +94,7 @@ export class Client {
   setLocale(locale: string): void;
   /** Throws before identify(). */
   track(event: string, properties?: Properties): void;
-  /** Resolves when every queued event has been delivered or refused. */
+  /** Resolves when every queued event has been delivered or refused. Throws after shutdown(). */
   flush(): Promise<void>;
   /** Flushes (at most `timeout` ms, default 10000), then stops timers, stream and hooks. */
   shutdown(options?: { timeout?: number }): Promise<void>;

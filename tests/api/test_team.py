@@ -102,3 +102,41 @@ def test_revoke_invitation(client, tenant, make_tenant):
     assert client.delete(f"/api/team/invitations/{inv['id']}", headers=auth(tenant.key)).json == {"revoked": True}
     assert client.post("/api/team/accept", json={"token": inv["token"]}).status_code == 404
     assert client.delete(f"/api/team/invitations/{inv['id']}", headers=auth(tenant.key)).status_code == 404
+
+
+def test_two_admins_demoting_or_removing_each_other_at_once_leave_one_admin(app, client, make_tenant):
+    """Real concurrent requests to a real server: each request counted the other admin as
+    the one remaining, and the tenant was left with none."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    from tests.support.sse import AppServer
+
+    server = AppServer(app)
+    try:
+        for kind in ("role", "remove"):
+            tenant = make_tenant(f"Pair{kind}", plan_tier="growth")
+            token = _invite(client, tenant, email=f"second-{kind}@acme.example", role="admin").json["invitation"]["token"]
+            second = client.post("/api/team/accept", json={"token": token}).json["api_key"]
+            members = {m["email"]: m["id"] for m in client.get("/api/team/members", headers=auth(tenant.key)).json["members"]}
+            owner, other = members[f"owner@pair{kind}.example"], members[f"second-{kind}@acme.example"]
+            start = threading.Barrier(8)
+
+            def act(key_and_target):
+                key, target = key_and_target
+                url = f"{server.url}/api/team/members/{target}"
+                start.wait()
+                if kind == "role":
+                    return requests.put(url + "/role", headers=auth(key), json={"role": "viewer"}, timeout=30)
+                return requests.delete(url, headers=auth(key), timeout=30)
+
+            with ThreadPoolExecutor(8) as pool:
+                answers = list(pool.map(act, [(tenant.key, other), (second, owner)] * 4))
+            assert {r.status_code for r in answers} <= {200, 400, 401, 403, 404}, [r.text for r in answers]
+            left = [m for m in client.get("/api/team/members", headers=auth(tenant.issue("admin", ["full"])))
+                    .json["members"] if m["role"] == "admin"]
+            assert len(left) == 1, (kind, [(r.status_code, r.text) for r in answers])
+    finally:
+        server.close()

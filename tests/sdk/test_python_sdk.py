@@ -4,10 +4,13 @@ network or server where a test needs one; time moves only through the SDK's Manu
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
+import time
 import uuid
 from datetime import datetime, timezone
+from decimal import Decimal
 
 import pytest
 
@@ -177,9 +180,8 @@ def test_429_with_retry_after_2_waits_exactly_2_seconds(sdk, proxy, sdk_clock, c
 
 
 def test_a_400_drops_the_batch_and_reports_it(sdk, proxy, client, tenant, reports):
-    too_long = "u" * 300  # the service takes user ids of at most 255 characters
-    sdk.identify(too_long)
     sdk.identify("ada")
+    sdk.track("ada", "report_created", {"note": "\x00"})  # the service stores no NUL character
     sdk.track("ada", "report_created", {"i": 0})
     assert sdk.flush(10)
     sdk.track("ada", "report_created", {"i": 1})
@@ -190,7 +192,7 @@ def test_a_400_drops_the_batch_and_reports_it(sdk, proxy, client, tenant, report
     assert isinstance(report, Dropped)
     assert (report.reason, report.count, report.status) == ("rejected", 3, 400)
     assert report.code == report.error["code"] == "validation_failed"
-    assert [e["user_id"] for e in report.events] == [too_long, "ada", "ada"]
+    assert [e["event"] for e in report.events] == ["$identify", "report_created", "report_created"]
     assert report.events == tuple(proxy.seen[0].events)
     assert sdk.stats().rejected == 3
     assert numbers(stored(client, tenant, "ada")) == [1]
@@ -217,12 +219,36 @@ def test_track_before_identify_is_refused(sdk, proxy, client, tenant):
     lambda c: c.identify("ada", ["not", "a", "dict"]),
     lambda c: c.track("ada", ""),
     lambda c: c.track("ada", "x", {"when": object()}),
+    lambda c: c.identify("u" * 256),
+    lambda c: c.track("ada", "x" * 256),
+    lambda c: c.track("ada", "x", {"ratio": float("nan")}),
 ])
 def test_bad_arguments_raise_in_the_caller_and_queue_nothing(sdk, bad):
     sdk.identify("ada")
     with pytest.raises((ValueError, TypeError)):
         bad(sdk)
     assert sdk.stats().queued == 1
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), Decimal("NaN"), [float("inf")]])
+def test_nan_and_infinity_raise_type_error_and_queue_nothing(sdk, value):
+    sdk.identify("ada")
+    with pytest.raises(TypeError, match="cannot be sent as JSON"):
+        sdk.track("ada", "x", {"ratio": value})
+    assert sdk.stats().queued == 1
+
+
+def test_names_of_255_characters_are_stored_and_longer_ones_raise(sdk, client, tenant):
+    longest = "u" * 255
+    sdk.identify(longest)
+    sdk.track(longest, "e" * 255)
+    with pytest.raises(ValueError, match="user_id must be at most 255 characters"):
+        sdk.identify("u" * 256)
+    with pytest.raises(ValueError, match="event must be at most 255 characters"):
+        sdk.track(longest, "e" * 256)
+    assert sdk.stats().queued == 2
+    assert sdk.flush(10)
+    assert [e["event"] for e in stored(client, tenant, longest)] == ["$identify", "e" * 255]
 
 
 def test_the_queue_bound_drops_the_oldest_and_counts(make_sdk, proxy, sdk_clock, client, tenant, reports):
@@ -265,6 +291,42 @@ def test_shutdown_that_cannot_deliver_reports_what_it_dropped(sdk, proxy, sdk_cl
     assert [(r.reason, r.count) for r in reports] == [("shutdown", 2)]
     assert [e["event"] for e in reports[0].events] == ["$identify", "report_created"]
     assert sdk.stats().abandoned == 2
+
+
+@pytest.fixture
+def silent():
+    """A server that reads one request and never answers it (until the test ends)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    got, connections = threading.Event(), []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        connections.append(connection)
+        connection.recv(65536)
+        got.set()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}", got
+    for connection in connections:
+        connection.close()
+    listener.close()
+
+
+def test_shutdown_returns_within_its_timeout_while_a_request_hangs(silent, sdk_clock, reports):
+    url, got = silent
+    sdk = Client("rt_test_" + "k" * 32, url, clock=sdk_clock, on_error=reports.append)  # timeout=10
+    sdk.identify("ada")
+    assert sdk.flush(0) is False  # the $identify goes out, and is never answered
+    assert got.wait(10)
+    sdk.track("ada", "report_created", {"i": 0})
+
+    started = time.monotonic()
+    assert sdk.shutdown(timeout=0.2) is False
+    assert time.monotonic() - started < 2  # not the request's 10 s time-out
+    [report] = reports  # what waited is reported now; the request under way is left to itself
+    assert (report.reason, report.count, report.events[0]["properties"]) == ("shutdown", 1, {"i": 0})
+    assert sdk.stats().abandoned == 1 and sdk.stats().in_flight == 1
 
 
 def test_threads_share_one_client_and_every_event_arrives_once(sdk, proxy, client, tenant):
@@ -342,4 +404,4 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry.retry_after("Mon, 02 Nov 2026 09:30:05 GMT", now) == 5.0
     assert retry.retry_after("Mon, 02 Nov 2026 09:00:00 GMT", now) == 0.0
     assert [retry.retry_after(v, now) for v in (None, "", "soon", "inf")] == [None] * 4
-    assert [retry.retryable(s) for s in (429, 500, 503, 400, 401, 404, 413, 302)] == [True] * 3 + [False] * 5
+    assert [retry.retryable(s) for s in (429, 500, 503, 400, 401, 404, 408, 413, 302)] == [True] * 3 + [False] * 6

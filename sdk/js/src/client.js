@@ -7,6 +7,8 @@ import { beaconSender, watchPageHide } from './page.js';
 import { Sender } from './sender.js';
 import { InAppStream } from './stream.js';
 
+const MAX_NAME_CHARS = 255; // the service takes user ids and event names of 1 to 255 characters
+
 export class Client {
   constructor(options) {
     const o = resolveOptions(options);
@@ -30,6 +32,7 @@ export class Client {
   /** Sets the user of every later event and sends `$identify` with the traits. */
   identify(userId, traits = {}) {
     if (typeof userId !== 'string' || !userId) throw new TypeError('cs: identify(userId) needs a non-empty string');
+    checkLength(userId, 'identify(userId): userId');
     this.open('identify');
     const properties = plainObject(traits, 'identify(userId, traits): traits');
     this.userId = userId;
@@ -45,11 +48,13 @@ export class Client {
 
   track(event, properties = {}) {
     if (typeof event !== 'string' || !event) throw new TypeError('cs: track(event) needs an event name (snake_case)');
+    checkLength(event, 'track(event): event');
     this.ready('track');
     this.queue(event, plainObject(properties, `track("${event}", properties): properties`));
   }
 
   flush() {
+    this.open('flush');
     return this.sender.flush();
   }
 
@@ -154,6 +159,12 @@ export class Client {
   }
 }
 
+/** Refused here rather than by the service, which would drop the whole batch with it. */
+function checkLength(value, what) {
+  const chars = value.length > MAX_NAME_CHARS ? [...value].length : value.length; // as the service counts
+  if (chars > MAX_NAME_CHARS) throw new RangeError(`cs: ${what} must be at most ${MAX_NAME_CHARS} characters, not ${chars}`);
+}
+
 /** A copy, so that a later change to the caller's object does not change a queued event,
  * made through JSON so that what cannot be sent fails here, at the caller's line. */
 function plainObject(value, what) {
@@ -161,8 +172,14 @@ function plainObject(value, what) {
     throw new TypeError(`cs: ${what} must be a plain object`);
   }
   try {
-    return JSON.parse(JSON.stringify(value));
+    return JSON.parse(JSON.stringify(value, finiteOnly));
   } catch (err) {
     throw new TypeError(`cs: ${what} cannot be sent as JSON (${err.message})`);
   }
+}
+
+/** JSON.stringify would write NaN and Infinity as null without a word. */
+function finiteOnly(key, value) {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError(`${key || 'a value'} is ${value}`);
+  return value;
 }

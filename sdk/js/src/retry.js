@@ -16,7 +16,8 @@ export function retryAfterDelay(header, nowMs) {
   return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
 }
 
-/** Whether a failed answer is worth retrying: throttled, or the server's fault. */
+/** Whether a failed answer is worth retrying: throttled, or the server's fault. Any other
+ * 4xx, 408 included, would fail again (docs/sdk.md). */
 export function isRetryable(status) {
-  return status === 429 || status === 408 || status >= 500;
+  return status === 429 || status >= 500;
 }

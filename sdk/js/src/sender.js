@@ -1,8 +1,8 @@
 /** The batching convention (docs/sdk.md): events
  * wait in a bounded queue and go out as one POST /api/track at `maxBatchSize` events or
  * `flushInterval` ms after the oldest was queued, one request at a time. A failed send
- * (network, 5xx, 429) is retried after a backoff or the server's Retry-After; a 4xx is
- * final, so that batch is dropped and reported. */
+ * (network, 5xx, 429) is retried after a backoff or the server's Retry-After; any other
+ * 4xx is final, so that batch is dropped and reported. */
 
 import { CsError, errorBody } from './errors.js';
 import { backoffDelay, isRetryable, retryAfterDelay } from './retry.js';
@@ -13,11 +13,13 @@ export class Sender {
     Object.assign(this, { url, apiKey, fetch, clock, random, maxBatchSize, flushInterval, maxQueueSize,
       retryBaseDelay, retryMaxDelay, requestTimeout, report });
     this.queue = [];
+    this.queuedAt = new WeakMap(); // event -> the clock's time when it was queued
     this.inFlight = null;
     this.intervalTimer = null;
+    this.timerAt = null;
     this.retryTimer = null;
     this.attempt = 0;
-    this.draining = false; // send short batches too, until the queue is empty
+    this.draining = false; // flush(): send short batches too, until a send empties the queue
     this.stopped = false;
     this.waiters = [];
     this.counts = { sent: 0, batches: 0, duplicates: 0, retries: 0, dropped: 0, rejected: 0, beaconed: 0 };
@@ -32,6 +34,7 @@ export class Sender {
   }
 
   enqueue(event) {
+    this.queuedAt.set(event, this.clock.now());
     this.queue.push(event);
     this.trim();
     this.pump();
@@ -56,6 +59,7 @@ export class Sender {
     this.disarm();
     this.clock.clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    for (const resolve of this.waiters.splice(0)) resolve(); // nothing more will be sent
   }
 
   /** Hands the queue (and the batch in flight: a copy the server will count as
@@ -74,22 +78,39 @@ export class Sender {
     this.pump();
   }
 
-  /** Sends when a batch is full or a drain is on; otherwise keeps the interval timer
-   * running exactly while events wait in the queue (not during a backoff). */
+  /** Sends when a batch is due; otherwise, while events wait and no request is under
+   * way (its end pumps again), keeps a timer for when the oldest will be due. */
   pump() {
     if (this.stopped || this.retryTimer != null) return;
     if (this.queue.length === 0) {
+      this.draining = false;
       this.disarm();
       this.settle();
-    } else if (!this.inFlight && (this.queue.length >= this.maxBatchSize || this.draining)) {
+    } else if (this.inFlight) {
+      this.disarm();
+    } else if (this.due()) {
       this.send();
-    } else if (this.intervalTimer == null) {
-      this.intervalTimer = this.clock.setTimeout(() => {
-        this.intervalTimer = null;
-        this.draining = true;
-        this.pump();
-      }, this.flushInterval);
+    } else {
+      this.arm(this.queuedAt.get(this.queue[0]) + this.flushInterval);
     }
+  }
+
+  /** A full batch, a flush, or the oldest has waited the interval (or the clock was set
+   * back, which would hold it). */
+  due() {
+    const waited = this.clock.now() - this.queuedAt.get(this.queue[0]);
+    return this.draining || this.queue.length >= this.maxBatchSize || waited >= this.flushInterval || waited < 0;
+  }
+
+  /** The interval timer, firing at the clock's time `at`. */
+  arm(at) {
+    if (this.intervalTimer != null && this.timerAt === at) return;
+    this.disarm();
+    this.timerAt = at;
+    this.intervalTimer = this.clock.setTimeout(() => {
+      this.intervalTimer = null;
+      this.pump();
+    }, at - this.clock.now());
   }
 
   disarm() {
@@ -99,7 +120,6 @@ export class Sender {
 
   settle() {
     if (this.pending > 0) return;
-    this.draining = false;
     for (const resolve of this.waiters.splice(0)) resolve();
   }
 
@@ -148,6 +168,7 @@ export class Sender {
     this.queue.unshift(...batch);
     this.trim();
     this.disarm();
+    if (this.stopped) return; // shutdown() is over: nothing may keep the process alive
     const delay = retryAfter ?? backoffDelay(this.attempt, {
       baseDelay: this.retryBaseDelay, maxDelay: this.retryMaxDelay, random: this.random,
     });

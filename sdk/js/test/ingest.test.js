@@ -129,7 +129,7 @@ test('a 400 drops that batch, reports it, and later events still go', async () =
   const { client, errors } = sdk();
   client.identify('u-400');
   await client.flush();
-  client.track('x'.repeat(256), { why: 'the service allows 255 characters' });
+  client.track('noted', { text: 'a\u0000b' }); // the service stores no NUL character
   await client.flush();
   assert.equal(errors.length, 1);
   const [err] = errors;
@@ -146,6 +146,63 @@ test('a 400 drops that batch, reports it, and later events still go', async () =
   await client.flush();
   const { events } = await storedEvents('u-400');
   assert.deepEqual(events.map((e) => e.event).sort(), ['$identify', 'exported_csv']);
+});
+
+test('a 408 is dropped like any 4xx other than 429, not retried', async () => {
+  const { client, clock, errors } = sdk();
+  proxy.once({ status: 408, body: { error: 'request timeout', code: 'timeout' } });
+  client.identify('u-408');
+  await client.flush();
+  assert.deepEqual(errors.map((e) => [e.kind, e.status, e.events.length]), [['rejected', 408, 1]]);
+  assert.equal(client.stats.retries, 0);
+  assert.deepEqual(clock.pending(), [], 'no retry waits');
+  await client.shutdown();
+});
+
+test('names over 255 characters, NaN and Infinity throw in the caller and queue nothing', async () => {
+  const { client, calls } = sdk();
+  assert.throws(() => client.identify('u'.repeat(256)), { name: 'RangeError', message: /userId must be at most 255 characters, not 256/ });
+  const longest = 'u'.repeat(254) + '\u{1F600}'; // 255 characters, as the service counts them
+  client.identify(longest);
+  assert.throws(() => client.track('e'.repeat(256)), { name: 'RangeError', message: /event must be at most 255/ });
+  for (const bad of [NaN, Infinity, -Infinity]) {
+    assert.throws(() => client.track('rated', { score: bad }), { name: 'TypeError', message: /cannot be sent as JSON \(score is/ });
+    assert.throws(() => client.track('rated', { scores: [1, bad] }), { name: 'TypeError', message: /cannot be sent as JSON/ });
+  }
+  assert.throws(() => client.identify('u-nan', { size: NaN }), { message: /cannot be sent as JSON/ });
+  assert.equal(client.userId, longest, 'a refused identify changes no user');
+  client.track('e'.repeat(255), { score: 1 });
+  assert.equal(client.stats.queued, 2);
+  assert.equal(calls.n, 0);
+  await client.flush();
+  const { events } = await storedEvents(encodeURIComponent(longest));
+  assert.deepEqual(events.map((e) => e.event).sort(), ['$identify', 'e'.repeat(255)]);
+  await client.shutdown();
+});
+
+test('with slow answers, steady tracks still go once a second, about 5 a batch', async () => {
+  const held = [];
+  let slow = true;
+  const fetchSlowly = (...args) => (slow ? new Promise((resolve) => held.push(resolve)) : Promise.resolve())
+    .then(() => fetch(...args));
+  const { client, clock } = sdk({ fetch: fetchSlowly });
+  client.identify('u-steady');
+  for (let tick = 1; tick <= 30; tick++) {
+    if (held.length) { // the request sent during the last tick is answered now, 200 ms later
+      const { batches } = client.stats;
+      held.shift()();
+      await until(() => client.stats.batches > batches, { what: 'a slow answer' });
+    }
+    clock.advance(200);
+    client.track('typed', { tick });
+  }
+  slow = false;
+  held.shift()?.();
+  await client.flush();
+  assert.deepEqual(sizes(proxy.tracks('u-steady')), [5, 5, 5, 5, 5, 5, 1]);
+  const firsts = proxy.tracks('u-steady').slice(0, 6).map((r) => Date.parse(r.body.events[0].timestamp));
+  assert.deepEqual(firsts.slice(1).map((t, i) => t - firsts[i]), [1000, 1000, 1000, 1000, 1000]);
+  await client.shutdown();
 });
 
 test('track and setLocale before identify are refused, and nothing is sent', async () => {
@@ -197,4 +254,22 @@ test('shutdown() flushes, stops every timer, and refuses later calls', async () 
   assert.equal(client.stats.sent, 2);
   assert.deepEqual(clock.pending(), []);
   assert.throws(() => client.track('late'), { message: /after shutdown/ });
+});
+
+test('a request that fails after shutdown() returned arms no retry, and flush() then throws', async () => {
+  let answer;
+  const answered = new Promise((resolve) => { answer = resolve; });
+  const heldFetch = (...args) => answered.then(() => fetch(...args));
+  const { client, clock } = sdk({ fetch: heldFetch });
+  proxy.once({ status: 429, headers: { 'Retry-After': '40' } });
+  client.identify('u-late');
+  clock.advance(1000); // the interval: the request goes, and is held
+  const closing = client.shutdown({ timeout: 100 });
+  clock.advance(100);
+  await closing;
+  assert.deepEqual(clock.pending(), []);
+  answer();
+  await until(() => client.stats.retries === 1, { what: 'the 429' });
+  assert.deepEqual(clock.pending(), [], 'no 40 s retry timer keeps the process alive');
+  assert.throws(() => client.flush(), { message: /flush\(\) after shutdown/ });
 });

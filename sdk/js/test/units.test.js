@@ -37,14 +37,14 @@ test('backoff doubles up to its cap and jitter keeps it between half and whole',
   assert.deepEqual([1, 2, 3].map((a) => backoffDelay(a, { ...opts, random: () => 0 })), [500, 1000, 2000]);
 });
 
-test('Retry-After in seconds or as a date; what is retried', () => {
+test('Retry-After in seconds or as a date; what is retried (not a 408, like any 4xx but 429)', () => {
   const now = Date.parse('2026-11-02T09:30:00Z');
   assert.equal(retryAfterDelay('2', now), 2000);
   assert.equal(retryAfterDelay('Mon, 02 Nov 2026 09:30:05 GMT', now), 5000);
   assert.equal(retryAfterDelay('soon', now), null);
   assert.equal(retryAfterDelay(null, now), null);
   assert.deepEqual([429, 500, 503, 408, 400, 401, 403, 404, 413].map(isRetryable),
-    [true, true, true, true, false, false, false, false, false]);
+    [true, true, true, false, false, false, false, false, false]);
 });
 
 test('init refuses bad options with one clear sentence', () => {

@@ -3,7 +3,7 @@
 A batch is ready when `max_batch_size` events wait, when the oldest has waited
 `flush_interval` seconds on the clock, or when a flush was asked for. Past
 `max_queue_size` waiting events the oldest is dropped and counted. The batch being sent is
-out of the queue (`in_flight`) until `done`."""
+out of the queue (`in_flight`) until its request ends delivered or rejected (`end_post`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ class BatchQueue:
         self.max_queue_size = max_queue_size
         self.cond = threading.Condition()
         self._items: deque[Queued] = deque()
-        self.in_flight = 0
+        self._batch: list[Queued] = []  # taken by the sender, until done
+        self._posting = False           # a request of that batch is under way
         self._flush_asked = False
         self.stopping = False
         self.dropped = 0            # oldest events dropped for room, ever
@@ -44,6 +45,10 @@ class BatchQueue:
     @property
     def waiting(self) -> int:
         return len(self._items)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._batch)
 
     def empty(self) -> bool:
         return not self._items and not self.in_flight
@@ -82,9 +87,20 @@ class BatchQueue:
                 self.clock.wait_until(self.cond, deadline)
             return not self.stopping
 
-    def done(self) -> None:
+    def begin_post(self) -> bool:
+        """Mark the batch's request as under way; False if the client stopped (then
+        `stop` has taken the batch and none goes)."""
         with self.cond:
-            self.in_flight = 0
+            self._posting = not self.stopping
+            return self._posting
+
+    def end_post(self, done: bool) -> None:
+        """The request is over; `done` when the batch was delivered or rejected (in the
+        same step, so that `stop` cannot report a delivered batch as dropped)."""
+        with self.cond:
+            self._posting = False
+            if done:
+                self._batch = []
             self.cond.notify_all()
 
     def take_drops(self) -> int:
@@ -93,17 +109,20 @@ class BatchQueue:
             return count
 
     def drain(self) -> list[Queued]:
+        """Everything not in a request now (the sender's batch first): it will not be sent."""
         with self.cond:
-            items = list(self._items)
+            items = ([] if self._posting else self._batch) + list(self._items)
             self._items.clear()
-            self.in_flight = 0
+            if not self._posting:
+                self._batch = []
             self.cond.notify_all()
             return items
 
-    def stop(self) -> None:
+    def stop(self) -> list[Queued]:
+        """Stop the sender and take what it will never send (see drain)."""
         with self.cond:
             self.stopping = True
-            self.cond.notify_all()
+            return self.drain()
 
     def _ready(self) -> bool:
         if not self._items:
@@ -122,5 +141,5 @@ class BatchQueue:
             size = grown
         if not self._items:
             self._flush_asked = False
-        self.in_flight = len(batch)
+        self._batch = batch
         return batch

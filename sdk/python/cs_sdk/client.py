@@ -6,12 +6,13 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from typing import Any, Callable, Mapping, Optional
 
 from .batch_queue import BatchQueue
 from .clock import SystemClock
 from .errors import ClientClosed, Dropped, NotIdentified
-from .events import require_mapping, require_text, stamp
+from .events import require_mapping, require_name, require_text, stamp
 from .sender import Sender, Stats
 from .transport import Transport
 
@@ -65,10 +66,10 @@ class Client:
 
     def track(self, user_id: str, event: str, properties: Optional[Mapping[str, Any]] = None) -> None:
         """Queue one event of an identified user; names are snake_case and matched exactly."""
-        self._queue_event(user_id, require_text("event", event), require_mapping("properties", properties))
+        self._queue_event(user_id, require_name("event", event), require_mapping("properties", properties))
 
     def _queue_event(self, user_id: str, event: str, properties, identifies: bool = False) -> None:
-        require_text("user_id", user_id)
+        require_name("user_id", user_id)
         if not identifies and user_id not in self._identified:
             raise NotIdentified(f"user {user_id!r} is not identified: call identify() before track()")
         data = stamp(user_id, event, properties, self._clock.now())
@@ -93,17 +94,20 @@ class Client:
 
     def shutdown(self, timeout: Optional[float] = None) -> bool:
         """Refuse new events, flush for at most `timeout` seconds (default: the client's
-        `shutdown_timeout`), stop the thread. Events still unsent are reported to
-        `on_error` as dropped ("shutdown"). True if everything was sent."""
+        `shutdown_timeout`), stop the thread, and return within `timeout`. Events still
+        unsent are reported to `on_error` as dropped ("shutdown"), except a batch whose
+        request is under way then: it may still be stored. True if everything was sent."""
         with self._queue.cond:
             if self._closed:
                 return self._queue.empty()
             self._closed = True
         timeout = self._shutdown_timeout if timeout is None else timeout
+        end = None if timeout is None else time.monotonic() + timeout
         flushed = self.flush(timeout)
-        self._queue.stop()
+        self._sender.abandon(self._queue.stop())
         if self._sender.thread.is_alive():
-            self._sender.thread.join(timeout if flushed else self._settings[2])
+            # A request still under way at the deadline is left to the daemon thread.
+            self._sender.thread.join(None if end is None else max(0.0, end - time.monotonic()))
         _live.discard(self)
         return flushed
 

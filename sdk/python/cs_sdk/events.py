@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional
 MAX_BODY_BYTES = 1_000_000
 _ENVELOPE = len(b'{"events":[]}')
 MAX_EVENT_BYTES = MAX_BODY_BYTES - _ENVELOPE
+MAX_NAME_CHARS = 255  # the service takes user ids and event names of 1 to 255 characters
 
 
 @dataclass
@@ -31,7 +32,11 @@ def stamp(user_id: str, event: str, properties: Optional[Mapping[str, Any]], now
         "timestamp": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "idempotency_key": str(uuid.uuid4()),
     }
-    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=_jsonable).encode()
+    try:
+        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
+                          default=_jsonable).encode()
+    except ValueError as exc:  # NaN or infinity (which the service refuses), or a cycle
+        raise TypeError(f"the properties cannot be sent as JSON: {exc}") from None
     if len(data) > MAX_EVENT_BYTES:
         raise ValueError(f"the event is {len(data):,} bytes of JSON; at most {MAX_EVENT_BYTES:,} fit in a request")
     return data
@@ -60,6 +65,13 @@ def _jsonable(value: Any) -> Any:
 def require_text(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-empty string, not {value!r}")
+    return value
+
+
+def require_name(name: str, value: Any) -> str:
+    require_text(name, value)
+    if len(value) > MAX_NAME_CHARS:
+        raise ValueError(f"{name} must be at most {MAX_NAME_CHARS} characters, not {len(value)}")
     return value
 
 

@@ -58,38 +58,42 @@ class Sender:
         with self.lock:
             self.counts = replace(self.counts, **{k: getattr(self.counts, k) + v for k, v in more.items()})
 
+    def abandon(self, items: list[Queued]) -> None:
+        """Count and report events that will never be sent (the client stopped)."""
+        if items:
+            self._count(abandoned=len(items))
+            self._report(Dropped(SHUTDOWN, len(items), events=decode(items)))
+
     def _run(self) -> None:
-        batch: Optional[list[Queued]] = None
         try:
             while True:
                 batch = self.queue.next_batch()
-                if batch is None:
+                if batch is None or not self._deliver(batch):
                     break
-                if not self._deliver(batch):
-                    break
-                batch = None
-                self.queue.done()
                 self._report_queue_drops()
         finally:
             self._report_queue_drops()
-            left = (batch or []) + self.queue.drain()
-            if left:
-                self._count(abandoned=len(left))
-                self._report(Dropped(SHUTDOWN, len(left), events=decode(left)))
+            self.abandon(self.queue.drain())
             self.transport.close()
 
     def _deliver(self, batch: list[Queued]) -> bool:
         """Post until answered 2xx or a final 4xx; False if the client stopped first."""
         body = batch_body(batch)
         failures = 0
-        while True:
-            delay = self._attempt(body, batch, failures + 1)
-            if delay is None:
+        while self.queue.begin_post():
+            done = False
+            try:
+                delay = self._attempt(body, batch, failures + 1)
+                done = delay is None
+            finally:
+                self.queue.end_post(done)
+            if done:
                 return True
             failures += 1
             self._count(retries=1)
             if not self.queue.pause(delay):
                 return False
+        return False
 
     def _attempt(self, body: bytes, batch: list[Queued], failures: int) -> Optional[float]:
         """One request; the seconds to wait before the next, or None when done."""
