@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from .. import crypto, plans
 from ..auth import service as auth
-from ..db import locked, new_id
+from ..db import locked, new_id, write_lock
 from ..errors import NotFound, ValidationFailed
 from ..integrations import netguard
 from ..team.models import Member
@@ -140,6 +140,20 @@ def count(session: Session) -> int:
     return session.scalar(select(func.count()).select_from(Tenant)) or 0
 
 
+def _for_change(session: Session, tenant_id: str, now: datetime) -> Tenant:
+    """The tenant read as committed, its row locked until commit: concurrent changes of
+    its settings take turns, each merging into what the one before wrote (read unlocked,
+    two PATCHes of different keys kept one, and shadow mode lost its end). FOR NO KEY
+    UPDATE: ingest's foreign-key checks on the row go on meanwhile."""
+    write_lock(session)
+    tenant = session.get(Tenant, tenant_id, with_for_update={"key_share": True}, populate_existing=True)
+    if tenant is None:
+        raise NotFound("tenant not found")
+    if tenant.shadow_mode:
+        expire_shadow_mode(tenant, now)
+    return tenant
+
+
 def update_settings(
     session: Session,
     tenant_id: str,
@@ -155,7 +169,7 @@ def update_settings(
     """Rename and merge config keys (a key set to null is removed). The merged config
     must validate (docs/tenant-config.md); the CRM secret is kept encrypted apart, and
     a new CRM URL passes the webhook URL policy."""
-    tenant = get(session, tenant_id, now=now)
+    tenant = _for_change(session, tenant_id, now)
     if name is not None:
         tenant.name = name
     incoming = {k: v for k, v in (config or {}).items() if k not in tenant_config.SHOWN_ONLY}
@@ -224,25 +238,25 @@ def crm_secret(tenant: Tenant, secret_key: str) -> str | None:
 
 def update_brand(session: Session, tenant_id: str, *, now: datetime, fields: dict) -> Tenant:
     """Upsert the brand context: given fields replace, others stay."""
-    tenant = get(session, tenant_id, now=now)
+    tenant = _for_change(session, tenant_id, now)
     tenant.brand_context = {**(tenant.brand_context or {}), **fields}
     return tenant
 
 
 def set_kill_switch(session: Session, tenant_id: str, active: bool, *, now: datetime) -> Tenant:
-    tenant = get(session, tenant_id, now=now)
+    tenant = _for_change(session, tenant_id, now)
     tenant.kill_switch_active = active
     return tenant
 
 
 def set_partner(session: Session, tenant_id: str, active: bool, *, now: datetime) -> Tenant:
-    tenant = get(session, tenant_id, now=now)
+    tenant = _for_change(session, tenant_id, now)
     tenant.partner = active
     return tenant
 
 
 def set_shadow_mode(session: Session, tenant_id: str, active: bool, *, now: datetime) -> Tenant:
-    tenant = get(session, tenant_id, now=now)
+    tenant = _for_change(session, tenant_id, now)
     _set_shadow(tenant, active, now)
     return tenant
 

@@ -155,3 +155,43 @@ def test_turning_shadow_mode_on_again_restarts_the_72_hours(client, tenant, cloc
 def test_scale_tenants_track_unlimited_users(client, make_tenant):
     scale = make_tenant("Huge", plan_tier="scale")
     assert client.get("/api/settings", headers=auth(scale.key)).json["tenant"]["tracked_user_limit"] is None
+
+
+def test_concurrent_settings_changes_each_keep_theirs(app, client, make_tenant):
+    """Real concurrent requests to a real server: PATCHes read the config unlocked and
+    wrote it whole, so most keys were lost, and shadow mode came out on without its end
+    (it would never switch itself off)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    from tests.support.sse import AppServer
+
+    tenant = make_tenant("Racing", plan_tier="growth")
+    h = auth(tenant.key)
+    names = [f"m{i}" for i in range(6)]
+    server = AppServer(app)
+    start = threading.Barrier(len(names) + 5)
+
+    def send(what):
+        start.wait()
+        if what == "shadow":
+            return requests.put(f"{server.url}/api/settings/shadow-mode", headers=h, json={"active": True}, timeout=30)
+        if what.startswith("brand"):
+            return requests.patch(f"{server.url}/api/settings/brand", headers=h, timeout=30,
+                                  json={"product_description" if what == "brand0" else "tone_guidelines": what})
+        return requests.patch(f"{server.url}/api/settings", headers=h, json={"config": {what: 1}}, timeout=30)
+
+    try:
+        with ThreadPoolExecutor(len(names) + 5) as pool:
+            answers = list(pool.map(send, [*names, "shadow", "brand0", "brand1", "m6", "m7"]))
+    finally:
+        server.close()
+    assert {r.status_code for r in answers} == {200}, [r.text for r in answers]
+    found = client.get("/api/settings", headers=h).json
+    config = found["tenant"]["config"]
+    assert {n for n in [*names, "m6", "m7"] if config.get(n) == 1} == {*names, "m6", "m7"}, config
+    assert found["tenant"]["shadow_mode"] is True and config.get("shadow_mode_expires_at"), config
+    assert found["brand_context"]["product_description"] == "brand0"
+    assert found["brand_context"]["tone_guidelines"] == "brand1"
