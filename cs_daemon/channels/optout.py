@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from .. import logs
 from ..customers.models import Customer
+from ..db import locked
 from ..errors import NotFound, ValidationFailed
 from ..outbox import service as outbox
 from ..uow import uow_of
@@ -111,7 +112,10 @@ def unsubscribe(session: Session, secret_key: str, raw_token: str | None, *, now
 
 def opt_out(session: Session, customer: Customer, channel: str, *, now: datetime) -> bool:
     """Add the channel to the user's opt-outs and emit user.opted_out; False when the
-    user was already opted out of it (or of all)."""
+    user was already opted out of it (or of all). The user's row is read locked, so of
+    requests racing to opt them out (an unsubscribe link posted twice at once) one
+    changes it and emits, and the others find it done."""
+    customer = locked(session, Customer, (customer.tenant_id, customer.id))
     if is_opted_out(customer, channel):
         return False
     customer.opted_out = list(customer.opted_out or []) + [channel]        # a new list, so the JSON column is written

@@ -258,6 +258,37 @@ def test_the_unsubscribe_link_asks_and_only_a_post_opts_the_user_out(client, wor
     assert after["action"] == "none" and "opted out of email" in after["reason"]
 
 
+def test_one_opt_out_for_many_posts_of_the_link_at_once(app, client, world, rt, mailbox):
+    """Real concurrent requests to a real server: each read the user not yet opted out,
+    and each emitted user.opted_out (7 of 15 did)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    from tests.support.sse import AppServer
+
+    tenant, pid = world
+    _approve_email(client, tenant, pid)
+    _run_deliveries(rt, tenant)
+    link = _local(_link_in(_part(mailbox.received[0].message, "plain")))
+    server = AppServer(app)
+    start = threading.Barrier(10)
+
+    def post(_):
+        start.wait()
+        return requests.post(server.url + link, data="List-Unsubscribe=One-Click", timeout=30,
+                             headers={"Content-Type": "application/x-www-form-urlencoded"})
+
+    try:
+        with ThreadPoolExecutor(10) as pool:
+            answers = list(pool.map(post, range(10)))
+    finally:
+        server.close()
+    assert {r.status_code for r in answers} == {200}
+    assert _opted_out(rt, tenant) == ["email"] and len(_events(rt, tenant, "user.opted_out")) == 1
+
+
 def test_mail_approved_before_the_user_unsubscribed_never_leaves(client, world, rt, mailbox):
     tenant, pid = world
     iv = _approve_email(client, tenant, pid)
