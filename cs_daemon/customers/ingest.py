@@ -73,7 +73,7 @@ def ingest(session: Session, tenant_id: str, events: list[Incoming], *, source: 
     result = IngestResult()
     events, result.duplicates = _drop_repeats_in_batch(events)
     limit, config = _limit_and_config(session, tenant_id)
-    blocked, created = (set(), []) if limit is None else _reserve_customers(
+    blocked, created = (set(), []) if limit is None else reserve_customers(
         session, tenant_id, list(dict.fromkeys(e.user_id for e in events)), test=test, now=now)
     kept = [e for e in events if e.user_id not in blocked] if blocked else events
     counted = _counted(kept)
@@ -128,25 +128,20 @@ def _drop_repeats_in_batch(events: list[Incoming]) -> tuple[list[Incoming], int]
     return kept, dropped
 
 
-def ensure_customers(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
-                     now: datetime) -> set[str]:
-    """Create the users not yet known, within the tenant's tracked-user limit. Returns the
-    users that could not be created (past the limit)."""
-    return _reserve_customers(session, tenant_id, user_ids, test=test, now=now)[0]
-
-
 def users_past_limit(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
                      now: datetime) -> set[str]:
     """On a tenant with a tracked-user limit, the users new to it that the limit leaves
     out, the others created (their seats taken); none on a tenant without one."""
     if _limit_and_config(session, tenant_id)[0] is None:
         return set()
-    return _reserve_customers(session, tenant_id, list(dict.fromkeys(user_ids)), test=test, now=now)[0]
+    return reserve_customers(session, tenant_id, list(dict.fromkeys(user_ids)), test=test, now=now)[0]
 
 
-def _reserve_customers(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
-                       now: datetime) -> tuple[set[str], list[str]]:
-    """ensure_customers, also returning the users this call created."""
+def reserve_customers(session: Session, tenant_id: str, user_ids: list[str], *, test: bool,
+                      now: datetime) -> tuple[set[str], list[str]]:
+    """Create the users not yet known, within the tenant's tracked-user limit. Returns the
+    users that could not be created (past the limit) and those this call created (not
+    those a racing request created meanwhile)."""
     if not user_ids:
         return set(), []
     known = bulk.known(session, tenant_id, user_ids)

@@ -17,7 +17,7 @@ from ..outbox import service as outbox
 from ..tenants import config as tenant_config
 from ..tenants.models import Tenant
 from ..uow import uow_of
-from .ingest import ensure_customers
+from .ingest import reserve_customers
 from . import snapshots
 from .models import Customer, Event
 from .state import merge_traits, rescore
@@ -42,7 +42,8 @@ def create(session: Session, tenant_id: str, *, user_id: str, email: str | None,
     existing = session.get(Customer, (tenant_id, user_id))
     if existing is not None:
         return existing, False
-    if ensure_customers(session, tenant_id, [user_id], test=test, now=now):
+    blocked, created = reserve_customers(session, tenant_id, [user_id], test=test, now=now)
+    if blocked:
         tenant = session.get(Tenant, tenant_id)
         raise PlanLimit(
             f"tracked user limit of {tenant.tracked_user_limit} reached on plan {tenant.plan_tier}",
@@ -50,6 +51,8 @@ def create(session: Session, tenant_id: str, *, user_id: str, email: str | None,
             upgrade_to=plans.plan(tenant.plan_tier).upgrade_to,
         )
     customer = session.get(Customer, (tenant_id, user_id))
+    if not created:   # a racing request created it meanwhile: it is theirs (201), this one is a 200
+        return customer, False
     traits = dict(properties or {})
     if email is not None:
         traits["email"] = email

@@ -270,3 +270,29 @@ def test_next_action_is_one_query_for_the_whole_page(client, tenant, rt):
     assert len(small) == len(large)   # the page's size adds no statement
     assert len([s for s in small if "interventions" in s.lower()]) == 1
     assert len([s for s in large if "interventions" in s.lower()]) == 1
+
+
+def test_one_201_for_one_new_customer_created_by_many_requests_at_once(app, tenant):
+    """Real concurrent requests to a real server: each request found no customer, and each
+    answered 201 created, though one row was made."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    from tests.support.sse import AppServer
+
+    server = AppServer(app)
+    start = threading.Barrier(10)
+
+    def create(_):
+        start.wait()
+        return requests.post(f"{server.url}/api/customers", headers=auth(tenant.key), json={"user_id": "dup"},
+                             timeout=30)
+
+    try:
+        with ThreadPoolExecutor(10) as pool:
+            codes = sorted(r.status_code for r in pool.map(create, range(10)))
+    finally:
+        server.close()
+    assert codes == [200] * 9 + [201], codes
