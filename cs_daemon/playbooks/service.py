@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from .. import plans
 from ..customers.models import Customer
-from ..db import room_for_segments
+from ..db import locked, room_for_segments
 from ..engine import conditions
 from ..errors import PlanLimit, ValidationFailed, present
 from ..interventions.models import Intervention
@@ -144,8 +144,15 @@ def find_by_name(session: Session, name: str) -> Playbook | None:
                            .order_by(Playbook.created_at).limit(1)).first()
 
 
+def _for_change(session: Session, playbook_id: str) -> Playbook:
+    """The playbook read as committed, its row locked until commit: concurrent changes
+    take turns (the revision each UPDATE checks then always matches, where two requests
+    reading it unlocked made one of them a 409 no document lists)."""
+    return present(locked(session, Playbook, playbook_id), "playbook")
+
+
 def update(session: Session, playbook_id: str, fields: dict, *, now: datetime) -> Playbook:
-    playbook = get(session, playbook_id)
+    playbook = _for_change(session, playbook_id)
     _apply(playbook, fields)
     playbook.updated_at = now
     return playbook
@@ -154,7 +161,7 @@ def update(session: Session, playbook_id: str, fields: dict, *, now: datetime) -
 def set_status(session: Session, playbook_id: str, status: str, *, now: datetime) -> Playbook:
     """Any status may follow any other; taking a playbook out of the archive counts it
     against the plan again (docs/playbooks.md)."""
-    playbook = get(session, playbook_id)
+    playbook = _for_change(session, playbook_id)
     if playbook.status == "archived" and status != "archived":
         tenants.locked_for_limits(session, playbook.tenant_id)
         session.refresh(playbook)          # read again under the lock: a racing request may have done it
