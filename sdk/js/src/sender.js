@@ -19,7 +19,7 @@ export class Sender {
     this.timerAt = null;
     this.retryTimer = null;
     this.attempt = 0;
-    this.draining = false; // flush(): send short batches too, until a send empties the queue
+    this.draining = false; // a flush() waits: send short batches too, until nothing is pending
     this.stopped = false;
     this.waiters = [];
     this.counts = { sent: 0, batches: 0, duplicates: 0, retries: 0, dropped: 0, rejected: 0, beaconed: 0 };
@@ -83,7 +83,6 @@ export class Sender {
   pump() {
     if (this.stopped || this.retryTimer != null) return;
     if (this.queue.length === 0) {
-      this.draining = false;
       this.disarm();
       this.settle();
     } else if (this.inFlight) {
@@ -120,6 +119,7 @@ export class Sender {
 
   settle() {
     if (this.pending > 0) return;
+    this.draining = false;
     for (const resolve of this.waiters.splice(0)) resolve();
   }
 

@@ -152,10 +152,12 @@ test('a 408 is dropped like any 4xx other than 429, not retried', async () => {
   const { client, clock, errors } = sdk();
   proxy.once({ status: 408, body: { error: 'request timeout', code: 'timeout' } });
   client.identify('u-408');
-  await client.flush();
-  assert.deepEqual(errors.map((e) => [e.kind, e.status, e.events.length]), [['rejected', 408, 1]]);
+  const flushed = client.flush();
+  await until(() => errors.length || client.stats.retries, { what: 'the 408' });
   assert.equal(client.stats.retries, 0);
   assert.deepEqual(clock.pending(), [], 'no retry waits');
+  await flushed;
+  assert.deepEqual(errors.map((e) => [e.kind, e.status, e.events.length]), [['rejected', 408, 1]]);
   await client.shutdown();
 });
 
@@ -256,7 +258,7 @@ test('shutdown() flushes, stops every timer, and refuses later calls', async () 
   assert.throws(() => client.track('late'), { message: /after shutdown/ });
 });
 
-test('a request that fails after shutdown() returned arms no retry, and flush() then throws', async () => {
+test('after shutdown() a late failure arms no retry, a waiting flush() resolves, a new one throws', async () => {
   let answer;
   const answered = new Promise((resolve) => { answer = resolve; });
   const heldFetch = (...args) => answered.then(() => fetch(...args));
@@ -264,9 +266,13 @@ test('a request that fails after shutdown() returned arms no retry, and flush() 
   proxy.once({ status: 429, headers: { 'Retry-After': '40' } });
   client.identify('u-late');
   clock.advance(1000); // the interval: the request goes, and is held
+  let flushed = false;
+  client.flush().then(() => { flushed = true; });
   const closing = client.shutdown({ timeout: 100 });
   clock.advance(100);
   await closing;
+  await new Promise(setImmediate);
+  assert.equal(flushed, true, 'a flush() still waiting resolves: nothing more will be sent');
   assert.deepEqual(clock.pending(), []);
   answer();
   await until(() => client.stats.retries === 1, { what: 'the 429' });
