@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from cs_daemon.delivery import service as delivery
 from cs_daemon.delivery.models import Delivery
-from cs_daemon.errors import NotFound
+from cs_daemon.errors import InvalidState, NotFound
 from cs_daemon.flows import replay as replay_flow
 from cs_daemon.runtime import Runtime
 from cs_daemon.tenants import service as tenants
@@ -252,18 +252,23 @@ def _replay_failed(rt: Runtime, tenant_id: str, window: timedelta, json_: bool) 
     with rt.session(tenant_id) as s:
         tenants.get(s, tenant_id, now=now)
         ids = webhooks.failed_since(s, tenant_id, now - window)
-    results = []
+    results, skipped = [], []
     with _progress() as progress:
         task = progress.add_task("replaying failed deliveries", total=len(ids))
         for delivery_id in ids:
-            results.append(replay_now(rt, delivery_id)[0])
+            try:
+                results.append(replay_now(rt, delivery_id)[0])
+            except InvalidState as exc:   # not sent again (a deleted endpoint, a rolled-back message): the rest go on
+                skipped.append({"id": delivery_id, "error": exc.message})
             progress.advance(task)
     delivered = sum(1 for d in results if d.status == "delivered")
     if json_:
         print_json({"replayed": len(results), "delivered": delivered, "failed": len(results) - delivered,
-                    "deliveries": [d.model_dump(mode="json") for d in results]})
+                    "deliveries": [d.model_dump(mode="json") for d in results], "skipped": skipped})
         return
     _report(results, delivered, now - window)
+    for item in skipped:
+        out.print(f"[yellow]skipped[/yellow] delivery {escape(item['id'])}: {escape(item['error'])}")
 
 
 def _progress() -> Progress:

@@ -249,7 +249,7 @@ def test_replay_failed_replays_the_tenants_failed_deliveries_in_the_window(
 def test_replay_failed_with_nothing_failed_says_so(cs, growth):
     code, out, _ = cs("webhooks", "replay", "--failed", "--tenant", growth.id, "--json")
     assert code == 0
-    assert json.loads(out) == {"replayed": 0, "delivered": 0, "failed": 0, "deliveries": []}
+    assert json.loads(out) == {"replayed": 0, "delivered": 0, "failed": 0, "deliveries": [], "skipped": []}
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -280,3 +280,63 @@ def test_bad_input_with_json_is_one_json_error(cs):
     code, out, _ = cs("webhooks", "replay", "no-such-delivery", "--json")
     assert code == 1
     assert json.loads(out) == {"error": "no delivery with id no-such-delivery", "code": "not_found"}
+
+
+def _webhook_intervention(client, tenant) -> str:
+    h = auth(tenant.key)
+    client.post("/api/track", headers=h, json={"events": [{"user_id": "u1", "event": "x"}]})
+    pid = client.post("/api/playbooks", headers=h, json={"name": "p"}).json["id"]
+    iv = client.post("/api/interventions", headers=h, json={"user_id": "u1", "playbook_id": pid,
+                                                            "channel": "webhook", "message_body": "hi"}).json["id"]
+    assert client.put(f"/api/interventions/{iv}/approve", headers=h).status_code == 200
+    return iv
+
+
+def _status(client, tenant, iv) -> str:
+    listed = client.get("/api/interventions", headers=auth(tenant.key)).json["interventions"]
+    return next(i["status"] for i in listed if i["id"] == iv)
+
+
+def test_replaying_a_failed_interventions_delivery_sends_it_and_a_rolled_back_ones_is_refused(
+        cs, client, growth, rt, clock, receiver):
+    """The replay made an attempt that sent nothing ('the intervention is failed') and
+    answered 0; on a rolled-back intervention's delivered delivery it turned it failed."""
+    register(client, growth, receiver.url)
+    receiver.script = [503]
+    iv = _webhook_intervention(client, growth)
+    with rt.session(growth.id) as s:
+        [made] = s.scalars(select(Delivery).where(Delivery.subject_id == iv)).all()
+    fail_for_good(rt, clock, [made.id])
+    assert _status(client, growth, iv) == "failed"
+    receiver.script = [503] * 6 + [200]
+    code, out, _ = cs("webhooks", "replay", made.id, "--json")
+    assert code == 0 and json.loads(out)["delivery"]["status"] == "delivered"
+    assert len(receiver.requests) == 7 and _status(client, growth, iv) == "delivered"
+
+    assert client.put(f"/api/interventions/{iv}/rollback", headers=auth(growth.key)).status_code == 200
+    code, out, _ = cs("webhooks", "replay", made.id, "--json")
+    assert code != 0 and json.loads(out)["code"] == "invalid_state" and "rolled_back" in json.loads(out)["error"]
+    with rt.session(growth.id) as s:
+        assert s.get(Delivery, made.id).status == "delivered"
+
+
+def test_replay_failed_goes_on_past_a_delivery_it_may_not_send(cs, client, growth, rt, clock, receiver):
+    """It stopped at the first refusal (a deleted endpoint) and replayed none after it."""
+    gone = register(client, growth, receiver.url)
+    receiver.script = [503]
+    first = emit(rt, growth)
+    fail_for_good(rt, clock, [first.id])
+    client.delete(f"/api/webhooks/endpoints/{gone}", headers=auth(growth.key))
+    register(client, growth, receiver.url)
+    clock.advance(seconds=1)
+    second = emit(rt, growth)
+    fail_for_good(rt, clock, [second.id])
+    receiver.script = [503] * 12 + [200]
+    code, out, _ = cs("webhooks", "replay", "--failed", "--tenant", growth.id, "--json")
+    assert code == 0, out
+    summary = json.loads(out)
+    assert (summary["replayed"], summary["delivered"]) == (1, 1)
+    assert [d["id"] for d in summary["deliveries"]] == [second.id]
+    assert [s["id"] for s in summary["skipped"]] == [first.id] and "deleted" in summary["skipped"][0]["error"]
+    code, out, _ = cs("webhooks", "replay", "--failed", "--tenant", growth.id)
+    assert code == 0 and f"skipped delivery {first.id}" in out
