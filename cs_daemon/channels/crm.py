@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from ..customers import fields
 from ..customers.models import Customer
+from ..db import new_id
 from ..delivery import service as delivery
 from ..integrations.http import Outcome
 from ..interventions.models import Intervention
@@ -69,7 +70,10 @@ class Crm:
         if url:
             delivery.create(session, iv.tenant_id, kind="event", channel=NAME, url=url,
                             body=crm_body("intervention.rolled_back", iv, customer_of(session, iv)),
-                            secret_enc=SECRET_REF, event_type="intervention.rolled_back", subject_id=iv.id, now=now)
+                            secret_enc=SECRET_REF, event_type="intervention.rolled_back", subject_id=iv.id, now=now,
+                            # an event of its own: the message's id would have it dropped by a
+                            # receiver deduplicating on it, as docs/webhooks.md says to
+                            headers={"X-Service-Event-Id": new_id()})
 
 
 CHANNEL = Crm()

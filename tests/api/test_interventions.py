@@ -166,6 +166,8 @@ def test_crm_channel_posts_intervention_and_customer_signed(client, world, rt, r
     assert client.put(f"/api/interventions/{iv}/rollback", headers=h, json={"reason": "oops"}).json["status"] == "rolled_back"
     _run_deliveries(rt, tenant)
     assert json.loads(receiver.requests[-1].body)["event"] == "intervention.rolled_back"
+    # an event of its own: deduplicated on the message's id, as docs/webhooks.md says to, it was dropped
+    assert receiver.requests[-1].headers["X-Service-Event-Id"] != req.headers["X-Service-Event-Id"]
 
 
 def test_paused_and_rolled_back_work_never_leaves(client, world, rt, receiver):
