@@ -10,13 +10,17 @@ from http import HTTPStatus
 from sqlalchemy.orm import Session
 
 from ..delivery import service as delivery
+from ..tenants.models import Tenant
 from ..webhooks import service as webhooks
 from ..webhooks.schemas import TestResult
 
 
 def send_test(rt, session: Session, endpoint_id: str) -> TestResult:
     """`session` is the caller's (tenant-scoped) unit of work; the test delivery is
-    committed in it before the attempt."""
+    committed in it before the attempt. With the kill switch on nothing is made: the test
+    would wait for the switch and go out long after its answer said it was not sent."""
+    if session.get(Tenant, webhooks.get(session, endpoint_id).tenant_id).kill_switch_active:
+        return TestResult(success=False, error="the kill switch is on: nothing leaves the service; nothing was sent")
     made = webhooks.send_test(session, endpoint_id, now=rt.now())
     session.commit()
     done = delivery.attempt(rt, made.id, paced=False)

@@ -176,6 +176,19 @@ def test_a_deleted_endpoint_cannot_be_sent_a_test(client, growth, rt, receiver):
     assert receiver.requests == [] and deliveries(rt, growth) == []   # nothing sent, nothing logged
 
 
+def test_a_test_send_under_the_kill_switch_says_so_and_never_goes_later(client, growth, rt, receiver):
+    """It answered 'could not be sent', waited for the switch, and went out when it was
+    turned off, long after."""
+    endpoint = register(client, growth, receiver.url)
+    h = auth(growth.key)
+    assert client.put("/api/settings/kill-switch", headers=h, json={"active": True}).status_code == 200
+    test = client.post(f"/api/webhooks/endpoints/{endpoint['id']}/test", headers=h).json["test"]
+    assert test["success"] is False and "kill switch" in test["error"]
+    assert deliveries(rt, growth) == []
+    assert client.put("/api/settings/kill-switch", headers=h, json={"active": False}).status_code == 200
+    assert deliveries(rt, growth) == [] and receiver.requests == []
+
+
 def test_a_failed_test_send_gives_its_error_and_no_null(client, growth):
     # nothing listens on port 9: no answer, so no status; the error is a string
     endpoint = register(client, growth, "http://127.0.0.1:9/hook")
