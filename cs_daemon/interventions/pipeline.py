@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import or_
 from sqlalchemy.orm import Session
 
 from ..channels import base as channels
@@ -63,8 +64,18 @@ def withdraw(session: Session, iv: Intervention, *, was: str, now: datetime) -> 
     delivered (in test mode too, as that channel does it): in-app messages are withdrawn
     from the stream (a queued one is never sent, a sent one is announced as withdrawn);
     webhook and CRM receivers of work that was sent are told with an
-    intervention.rolled_back event (the CRM never hears of test-mode work)."""
+    intervention.rolled_back event (the CRM never hears of test-mode work). Work still
+    `approved` whose delivery was attempted, or is being attempted, counts as sent: the
+    receiver may hold it though no answer came back before the rollback."""
+    if was == "approved" and _attempted(session, iv, now):
+        was = "sent"
     channels.get(iv.channel).withdraw(session, iv, was=was, now=now)
+
+
+def _attempted(session: Session, iv: Intervention, now: datetime) -> bool:
+    return session.query(Delivery.id).filter(
+        Delivery.subject_id == iv.id, Delivery.kind == KIND,
+        or_(Delivery.attempts > 0, Delivery.locked_until > now)).first() is not None
 
 
 def _delivered(session: Session, iv: Intervention, now: datetime) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
@@ -186,6 +187,24 @@ def test_paused_and_rolled_back_work_never_leaves(client, world, rt, receiver):
     client.put(f"/api/interventions/{paused}/approve", headers=h)
     _run_deliveries(rt, tenant)
     assert [json.loads(r.body)["intervention_id"] for r in receiver.requests] == [paused]
+
+
+def test_a_rollback_is_announced_when_an_attempt_reached_the_receiver_though_not_sent(client, world, rt, receiver):
+    """An attempt whose answer had not come back leaves the intervention `approved`; its
+    rollback told the receiver nothing, though it held the message."""
+    tenant, pid = world
+    h = auth(tenant.key)
+    client.post("/api/webhooks/endpoints", headers=h, json={"url": receiver.url})
+    iv = _create(client, tenant, pid)["id"]
+    client.put(f"/api/interventions/{iv}/approve", headers=h)
+    with rt.session(tenant.id) as s:   # a worker has claimed it: the POST has left, no answer yet
+        [made] = s.scalars(select(Delivery).where(Delivery.subject_id == iv)).all()
+        made.locked_until = rt.now() + timedelta(seconds=30)
+    assert _status(client, tenant, iv)["status"] == "approved"
+    assert client.put(f"/api/interventions/{iv}/rollback", headers=h, json={}).json["status"] == "rolled_back"
+    with rt.session(tenant.id) as s:
+        kinds = [e.event_type for e in s.scalars(select(OutboxEvent))]
+    assert "intervention.rolled_back" in kinds, kinds
 
 
 def test_kill_switch_holds_work_until_turned_off(client, world, rt, receiver):
