@@ -24,13 +24,17 @@ def register(app: typer.Typer) -> None:
     def serve(
         host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
         port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port (0 picks a free one)."),
-        demo: bool = typer.Option(False, "--demo", help="Create a demo tenant on first run and print a working curl."),
+        demo: bool = typer.Option(False, "--demo", help="Embedded mode: create a demo tenant on first run and "
+                                                        "print a working curl."),
     ):
         """Run the daemon. Embedded (no REDIS_URL): API and worker in this one process.
         Production (REDIS_URL set): supervise gunicorn API processes and Dramatiq workers."""
         if not host.strip():
             raise typer.BadParameter("must name an address (127.0.0.1, 0.0.0.0, a host name)", param_hint="--host")
         rt = runtime()
+        if demo and rt.settings.production:
+            raise typer.BadParameter("is for a trial in the embedded mode; in production make tenants with "
+                                     "`cs tenant create`", param_hint="--demo")
         require_current_schema(rt)
         if rt.settings.production:
             # start-up cost: the supervisor is loaded only by a command that runs it

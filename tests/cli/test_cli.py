@@ -186,6 +186,15 @@ def test_serve_on_a_port_in_use_is_one_line_and_starts_nothing(cs, monkeypatch, 
     assert err.strip() == f"error: 127.0.0.1:{port} is in use by another program: stop it, or choose another --port"
 
 
+def test_serve_demo_in_production_is_one_line_and_starts_nothing(cs, settings):
+    """--demo was ignored in production: no tenant, no key, nothing said."""
+    if not settings.redis_url:
+        pytest.skip("production mode: the PostgreSQL + Redis run of this test")
+    code, out, err = cs("serve", "--demo", "--port", "0")
+    assert code == 2 and out == "" and "--demo" in err and "cs tenant create" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_worker_refuses_the_embedded_mode(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("CS_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("DATABASE_URL", raising=False)
