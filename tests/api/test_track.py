@@ -227,11 +227,17 @@ def test_ingest_only_key_may_track_but_viewer_may_not(client, tenant):
     assert client.get("/api/customers", headers=auth(ingest)).status_code == 403
 
 
-def test_events_of_new_users_past_the_tracked_user_limit_are_not_stored(client, tenant, rt):
+def _limit_tracked_users(rt, tenant, limit: int) -> None:
     from cs_daemon.tenants.models import Tenant
 
     with rt.session() as s:
-        s.get(Tenant, tenant.id).tracked_user_limit = 2
+        s.get(Tenant, tenant.id).tracked_user_limit = limit
+
+
+def test_events_of_new_users_past_the_tracked_user_limit_are_not_stored(client, tenant, rt):
+    from cs_daemon.tenants.models import Tenant
+
+    _limit_tracked_users(rt, tenant, 2)
     h = auth(tenant.key)
     resp = client.post("/api/track", headers=h, json={"events": [
         {"user_id": "a", "event": "x"}, {"user_id": "b", "event": "x"},
@@ -249,8 +255,7 @@ def test_events_of_new_users_past_the_tracked_user_limit_are_not_stored(client, 
 def test_custom_events_of_new_users_past_the_limit_are_neither_stored_nor_broadcast(client, tenant, rt):
     from cs_daemon.tenants.models import Tenant
 
-    with rt.session() as s:
-        s.get(Tenant, tenant.id).tracked_user_limit = 1
+    _limit_tracked_users(rt, tenant, 1)
     h = auth(tenant.key)
     resp = client.post("/api/external/events", headers=h, json={"events": [
         {"type": "custom.shop.bought", "user_id": "a"}, {"type": "custom.shop.bought", "user_id": "b"},
