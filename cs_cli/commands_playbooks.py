@@ -124,6 +124,10 @@ def apply(
 def _spec(index: int, item) -> tuple[dict, str | None]:
     if not isinstance(item, dict):
         raise Failure(f"playbook #{index + 1}: must be an object", "validation_failed", 2)
+    unknown = sorted(set(item) - set(PlaybookCreate.model_fields) - {"status"})
+    if unknown:   # a file is written by hand: a misspelt `entry_condition:` would apply a playbook without them
+        raise Failure(f"playbook #{index + 1} ({item.get('name', '?')}): unknown key {unknown[0]!r}; the keys are "
+                      f"{', '.join([*PlaybookCreate.model_fields, 'status'])}", "validation_failed", 2)
     status = item.get("status")
     if status is not None and status not in ("draft", "active", "paused", "archived"):
         raise Failure(f"playbook #{index + 1}: status must be draft, active, paused or archived", "validation_failed", 2)

@@ -65,6 +65,12 @@ def test_apply_is_idempotent_by_name(cs, tenant, client, tmp_path):
     code, _, err = cs("playbooks", "apply", str(bad), "--tenant", tenant.id)
     assert code != 0 and "constraints.channels" in err
     assert len(client.get("/api/playbooks", headers=auth(tenant.key)).json["playbooks"]) == 2
+    # a misspelt key was dropped, and a playbook without its entry conditions applied
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("name: Typo\nentry_condition:\n  trigger: {event: signed_up}\n")
+    code, out, err = cs("playbooks", "apply", str(typo), "--tenant", tenant.id, "--json")
+    assert code == 2 and json.loads(out)["code"] == "validation_failed" and "'entry_condition'" in err
+    assert len(client.get("/api/playbooks", headers=auth(tenant.key)).json["playbooks"]) == 2
 
 
 def test_decide_dry_run(cs, tenant, client, tmp_path):
